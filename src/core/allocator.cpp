@@ -1,0 +1,72 @@
+// Default allocators and the per-device allocator registry.
+#include <array>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+
+#include "core/check.h"
+#include "core/device_hooks.h"
+#include "fp8kit/device.h"
+
+namespace fp8kit {
+namespace {
+
+// 64-byte aligned host memory: one cache line, and enough for any vector load.
+class CpuAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::cpu(); }
+  void* allocate(size_t nbytes) override {
+    if (nbytes == 0) return nullptr;
+    void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    if (p == nullptr) fail(ErrorCode::kInvalidArgument, "out of host memory allocating {} bytes", nbytes);
+    return p;
+  }
+  void deallocate(void* ptr, size_t) override { std::free(ptr); }
+};
+
+constexpr int kMaxCudaDevices = 64;
+
+struct Registry {
+  std::mutex mutex;
+  Allocator* cpu_override = nullptr;
+  std::array<Allocator*, kMaxCudaDevices> cuda_override{};
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+std::string Device::str() const {
+  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+Allocator* get_allocator(Device device) {
+  static CpuAllocator cpu;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (device.is_cpu()) return r.cpu_override ? r.cpu_override : &cpu;
+  FP8KIT_CHECK(device.index >= 0 && device.index < kMaxCudaDevices, ErrorCode::kInvalidArgument,
+               "invalid device {}", device.str());
+  if (r.cuda_override[device.index]) return r.cuda_override[device.index];
+  const DeviceHooks* hooks = device_hooks(DeviceType::kCUDA);
+  FP8KIT_CHECK(hooks != nullptr, ErrorCode::kUnsupported, "cannot allocate on {}: fp8kit was built without CUDA",
+               device.str());
+  return hooks->default_allocator(device.index);
+}
+
+void set_allocator(Device device, Allocator* allocator) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (device.is_cpu()) {
+    r.cpu_override = allocator;
+    return;
+  }
+  FP8KIT_CHECK(device.index >= 0 && device.index < kMaxCudaDevices, ErrorCode::kInvalidArgument,
+               "invalid device {}", device.str());
+  r.cuda_override[device.index] = allocator;
+}
+
+}  // namespace fp8kit

@@ -1,0 +1,84 @@
+// Tensor: shapes, strides, views, copies, errors.
+#include <gtest/gtest.h>
+
+#include "fp8kit/tensor.h"
+
+namespace fp8kit {
+namespace {
+
+TEST(Tensor, EmptyHasContiguousStrides) {
+  Tensor t = Tensor::empty({2, 3, 4}, DType::kBF16);
+  EXPECT_EQ(t.strides(), (Shape{12, 4, 1}));
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.nbytes(), 48u);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.description(), "bf16[2, 3, 4] on cpu");
+}
+
+TEST(Tensor, NarrowSelectTransposeShareStorage) {
+  std::vector<float> v(12);
+  for (int i = 0; i < 12; ++i) v[i] = float(i);
+  Tensor t = Tensor::from_vector(v, {3, 4});
+  Tensor n = t.narrow(1, 1, 2);
+  EXPECT_EQ(n.shape(), (Shape{3, 2}));
+  EXPECT_FALSE(n.is_contiguous());
+  Tensor c = n.contiguous();
+  const float* cp = c.data<float>();
+  EXPECT_EQ(cp[0], 1.0f);
+  EXPECT_EQ(cp[1], 2.0f);
+  EXPECT_EQ(cp[2], 5.0f);
+  EXPECT_EQ(cp[5], 10.0f);
+  Tensor row = t.select(0, 2);
+  EXPECT_EQ(row.data<float>()[3], 11.0f);
+  Tensor tt = t.t().contiguous();
+  EXPECT_EQ(tt.shape(), (Shape{4, 3}));
+  EXPECT_EQ(tt.data<float>()[1], 4.0f);  // tt[0][1] = t[1][0]
+  n.data<float>()[0] = 100.0f;           // writes through the view
+  EXPECT_EQ(t.data<float>()[1], 100.0f);
+}
+
+TEST(Tensor, ViewInfersAndChecks) {
+  Tensor t = Tensor::zeros({4, 6}, DType::kF32);
+  EXPECT_EQ(t.view({-1, 3}).shape(), (Shape{8, 3}));
+  EXPECT_THROW(t.view({5, 5}), Error);
+  EXPECT_THROW(t.t().view({24}), Error);
+}
+
+TEST(Tensor, TypedAccessChecksDType) {
+  Tensor t = Tensor::zeros({2}, DType::kBF16);
+  EXPECT_NO_THROW(t.data<BFloat16>());
+  try {
+    t.data<float>();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_STREQ(e.what(), "expected a f32 tensor, got bf16[2] on cpu");
+  }
+}
+
+TEST(Tensor, OutOfRangeNarrowIsAnError) {
+  Tensor t = Tensor::zeros({4, 6}, DType::kF32);
+  EXPECT_THROW(t.narrow(0, 3, 2), Error);
+  EXPECT_THROW(t.select(2, 0), Error);
+}
+
+TEST(Tensor, CudaWithoutBackendIsUnsupported) {
+  try {
+    Tensor::empty({2}, DType::kF32, Device::cuda(0));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+  }
+}
+
+TEST(Tensor, ScalarAndFromVector) {
+  Tensor s = Tensor::scalar_f32(2.5f);
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_EQ(s.item_f32(), 2.5f);
+  Tensor v = Tensor::from_vector(std::vector<float>{1.0f});
+  EXPECT_EQ(v.shape(), (Shape{1}));
+  EXPECT_THROW(Tensor::from_vector(std::vector<float>{1, 2, 3}, {2, 2}), Error);
+}
+
+}  // namespace
+}  // namespace fp8kit
