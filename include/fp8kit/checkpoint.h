@@ -16,7 +16,9 @@
 
 namespace fp8kit {
 
-// Reads a JSON file; Error(kIo) naming the file and the position of a syntax error.
+// Reads a JSON file; Error(kIo) naming the file and the position of a syntax error. Nesting is
+// limited to 128 levels; a repeated key keeps its last value (as Python's json). ordered_json
+// inserts keys in linear time: meant for config files, not 100k-key indexes.
 nlohmann::ordered_json read_json_file(const std::string& path);
 // Writes JSON (indented by 2, trailing newline) to a temporary name, then renames it to `path`.
 void write_json_file(const std::string& path, const nlohmann::ordered_json& value);

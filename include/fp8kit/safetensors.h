@@ -8,7 +8,10 @@
 //
 // The writer plans the whole file up front (so tensors can be streamed one at a time, in any
 // order, with bounded memory), pads the header to a multiple of 8 bytes, orders tensors by
-// descending dtype alignment then name (every tensor naturally aligned), always records
+// descending dtype alignment then name (every tensor naturally aligned; same-size dtypes follow
+// the reference writer's order U64 I64 F64, F32 U32 I32, BF16 F16 U16 I16, F8_E5M2FNUZ
+// F8_E4M3FNUZ F8_E8M0 F8_E4M3 F8_E5M2 I8 U8 BOOL, so that a file whose only metadata is
+// {"format": "pt"} is byte-identical to the Python/Rust writer's), always records
 // {"format": "pt"} in __metadata__, and writes to a temporary name that is renamed over the
 // target only by finish(): a failure never leaves a half-written file under the final name.
 #pragma once
@@ -50,7 +53,10 @@ class SafetensorsFile {
   const TensorInfo* find(std::string_view name) const;  // nullptr when absent
   bool contains(std::string_view name) const { return find(name) != nullptr; }
   // A zero-copy CPU view of tensor `name`; the file stays mapped while any view lives.
-  // Throws Error(kIo) when the file has no such tensor.
+  // Throws Error(kIo) when the file has no such tensor. The view is read-only memory (a write
+  // through it faults): clone() it to modify. Files from conforming writers align every tensor to
+  // its dtype size; a hand-made file may not, so the view's address can be misaligned for its
+  // dtype (safe to memcpy from; typed access is the caller's choice).
   Tensor tensor(std::string_view name) const;
   // Advises the OS that the pages of tensor `name` are not needed for now: they leave this
   // process's resident set (they stay in the page cache and come back when touched again).
@@ -78,7 +84,9 @@ class SafetensorsWriter {
  public:
   // Plans the file and creates "<path>.tmp.<pid>" holding the header. `metadata` is string to
   // string; {"format": "pt"} is added when it has no "format". Throws Error(kInvalidArgument) for
-  // duplicate or empty names and Error(kIo) when the file cannot be created.
+  // duplicate or empty names and Error(kIo) when the file cannot be created. A leftover
+  // temporary file of the same name is replaced, so one process must not run two writers for
+  // the same path at once.
   SafetensorsWriter(std::string path, std::vector<TensorSpec> specs,
                     std::map<std::string, std::string> metadata = {});
   ~SafetensorsWriter();  // removes the temporary file unless finish() succeeded

@@ -1,0 +1,117 @@
+// SafetensorsFile: a read-only memory map of a validated safetensors file, handing out zero-copy
+// tensor views. The header is validated by io/safetensors_header.cpp before anything is exposed.
+// Tested in tests/cpu/test_safetensors.cpp and tests/cpu/test_safetensors_errors.cpp.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "core/check.h"
+#include "fp8kit/safetensors.h"
+#include "io/file_util.h"
+#include "io/names.h"
+#include "io/safetensors_header.h"
+
+namespace fp8kit {
+
+// The mapping outlives the SafetensorsFile while tensor views hold it.
+struct SafetensorsFile::Mapping {
+  void* addr = nullptr;
+  size_t length = 0;
+
+  Mapping(void* a, size_t n) : addr(a), length(n) {}
+  ~Mapping() { ::munmap(addr, length); }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  const uint8_t* bytes() const { return static_cast<const uint8_t*>(addr); }
+};
+
+std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot open: {}", path, io::errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(ErrorCode::kIo, "{}: cannot stat: {}", path, io::errno_text(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(ErrorCode::kIo, "{}: not a regular file", path);
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    fail(ErrorCode::kIo, "{}: empty file (0 bytes), not a safetensors file", path);
+  }
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_err = errno;
+  ::close(fd);  // the mapping keeps its own reference to the file
+  FP8KIT_CHECK(addr != MAP_FAILED, ErrorCode::kIo, "{}: cannot map {} bytes: {}", path, size,
+               io::errno_text(map_err));
+  auto mapping = std::make_shared<Mapping>(addr, static_cast<size_t>(size));
+
+  io::SafetensorsHeader header;
+  try {
+    header = io::parse_safetensors_header(mapping->bytes(), mapping->length);
+  } catch (const Error& e) {
+    throw Error(e.code(), path + ": " + e.what());
+  }
+
+  std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = path;
+  file->file_size_ = size;
+  file->data_start_ = header.data_start;
+  file->mapping_ = std::move(mapping);
+  file->tensors_ = std::move(header.tensors);
+  file->metadata_ = std::move(header.metadata);
+  for (size_t i = 0; i < file->tensors_.size(); ++i) file->by_name_.emplace(file->tensors_[i].name, i);
+  return file;
+}
+
+SafetensorsFile::~SafetensorsFile() = default;
+
+const TensorInfo* SafetensorsFile::find(std::string_view name) const {
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+namespace {
+
+const TensorInfo& require(const SafetensorsFile& file, std::string_view name) {
+  const TensorInfo* info = file.find(name);
+  FP8KIT_CHECK(info != nullptr, ErrorCode::kIo, "{}: no tensor named {}", file.path(), io::quote_name(name));
+  return *info;
+}
+
+}  // namespace
+
+Tensor SafetensorsFile::tensor(std::string_view name) const {
+  const TensorInfo& info = require(*this, name);
+  // The mapping is read-only: the view's data must not be written (clone() first). Its address
+  // is data_start + data_begin past a page boundary, which a hostile file can leave misaligned
+  // for the dtype; io never dereferences it as a typed pointer.
+  auto* data = const_cast<uint8_t*>(mapping_->bytes() + data_start_ + info.data_begin);
+  auto storage = Storage::borrow(data, static_cast<size_t>(info.data_end - info.data_begin), Device::cpu(),
+                                 mapping_);
+  return Tensor::from_storage(std::move(storage), info.shape, contiguous_strides(info.shape), 0, info.dtype);
+}
+
+void SafetensorsFile::release(std::string_view name) const {
+  const TensorInfo& info = require(*this, name);
+  if (info.data_end == info.data_begin) return;
+  // Rounding outward may drop pages shared with neighbouring tensors: harmless for a read-only,
+  // file-backed mapping, they are read back from the page cache when touched.
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = (data_start_ + info.data_begin) / page * page;
+  const uint64_t mapped_end = (mapping_->length + page - 1) / page * page;
+  const uint64_t end = std::min(mapped_end, (data_start_ + info.data_end + page - 1) / page * page);
+  auto* addr = static_cast<uint8_t*>(mapping_->addr) + begin;
+  FP8KIT_CHECK(::madvise(addr, static_cast<size_t>(end - begin), MADV_DONTNEED) == 0, ErrorCode::kIo,
+               "{}: madvise of tensor {} failed: {}", path_, io::quote_name(name), io::errno_text(errno));
+}
+
+}  // namespace fp8kit
