@@ -31,12 +31,16 @@ struct QuantResult {
 //       q = cvt(clamp(x * (1.0f / s)));                   scale returned as given
 //   dynamic per-tensor (default):
 //       s = fl(max|x| / FP8_MAX) (no floor; NaN ignored); q as static;  scale: f32 [1]
+//   A per-tensor scale of exactly 0 (static, or an all-zero input) gives zero codes, where the
+//   reference computes 0 * inf = NaN and writes FP8_MAX everywhere (spec 2.9 H2; docs/compat.md).
 //   dynamic per-token (use_per_token_if_dynamic):
 //       t = max_k |x[m, k]|; t = fminf(t, ub) if scale_ub; s[m] = fmaxf(t / FP8_MAX, min_scaling_factor)
 //       q = cvt(clamp(x / s[m]))  (true division);        scale: f32 [M_out, 1]
-// num_token_padding: the output has max(num_token_padding, M) rows (M_out); the extra rows of q
-// are zeros and extra per-token scales are 1 (the reference leaves them uninitialised).
+// num_token_padding: the output has max(num_token_padding, M) rows (M_out), in every mode (the
+// reference's snapshot refuses it with a static scale: spec 2.9 H1); the extra rows of q are
+// zeros and extra per-token scales are 1 (the reference leaves them uninitialised).
 // output: a preallocated contiguous [M, K] tensor of out_dtype (not with num_token_padding).
+// scale_ub is an error outside dynamic per-token mode (the reference silently ignores it; cf. H9).
 // ---------------------------------------------------------------------------------------------
 struct ScaledFp8QuantOptions {
   Tensor scale;                              // static scale; undefined: dynamic
@@ -55,6 +59,8 @@ QuantResult scaled_fp8_quant(const Tensor& input, const ScaledFp8QuantOptions& o
 //   q = cvt(clamp(x / s))
 // scale: f32 [..., K / group_size], row-major; with column_major_scales (2-D x of M rows) shape
 // [M, K / g] stored column-major (strides (1, M)), the layout block GEMMs consume.
+// eps must be positive and finite. Leading dimensions that do not collapse into evenly strided
+// rows are copied first.
 // Errors (spec texts): "the last dimension of `x` {K} must be divisible by `group_size` {g}",
 // "`x` groups must be contiguous".
 // ---------------------------------------------------------------------------------------------
@@ -87,15 +93,17 @@ QuantResult quantize_weight_per_channel(const Tensor& w, const WeightQuantOption
 QuantResult quantize_weight_block(const Tensor& w, int64_t block_n, int64_t block_k,
                                   const WeightQuantOptions& options = {});
 
-// Dequantizes q [N, K] (any FP8 dtype) with scales of any float dtype (widened to f32):
+// Dequantizes q [N, K] (any FP8 dtype, any strides) with scales of f32, f16, bf16 or ue8m0
+// (widened exactly to f32; any strides):
 //   scale with one element: per tensor; [N] or [N, 1]: per row; otherwise 2-D blocks of
 //   block = {block_n, block_k} with scale shape [ceil(N/bn), ceil(K/bk)].
 //   w = round_out(decode(q) * s), computed in f32 and rounded once to out_dtype (f32|f16|bf16).
 Tensor dequantize_weight(const Tensor& q, const Tensor& scale, DType out_dtype,
                          std::optional<std::pair<int64_t, int64_t>> block = std::nullopt);
 
-// per_tensor_dequantize(t, inv_scale): f16(float(f16(t)) * s); the result is an f16 tensor of
-// t's shape (spec 1.11: torch's fp16 tensor times a 0-dim f32 scale).
+// per_tensor_dequantize(t, inv_scale): f16(float(f16(t)) * s) for t of any FP8 dtype and shape
+// and a one-element f32 scale; the result is a contiguous f16 tensor of t's shape (spec 1.11:
+// torch's fp16 tensor times a 0-dim f32 scale). FP8 values are exact in f16.
 Tensor per_tensor_dequantize(const Tensor& q, const Tensor& scale);
 
 // requantize_with_max_scale(weight [N, K] e4m3fn|e4m3fnuz, weight_scale f32 [S], logical_widths
@@ -103,6 +111,7 @@ Tensor per_tensor_dequantize(const Tensor& q, const Tensor& scale);
 // the not-loaded sentinel is -FLT_MAX), each shard i's rows are requantized in place:
 //   q = cvt(clamp(float(f16(float(q) * s_i)) * (1.0f / s_max)))      (the fp16 step of spec 2.2 rule 6)
 // Otherwise (fused on disk) the weight is left alone. Returns the 0-dim s_max and the weight.
+// s_max is NaN when a scale is NaN (torch.max); s_max == 0 gives zero codes (as H2 above).
 struct RequantizeResult {
   Tensor max_scale;  // f32, 0-dim
   Tensor weight;     // the input weight tensor, modified in place

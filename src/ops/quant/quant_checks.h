@@ -1,0 +1,45 @@
+// Argument checks and backend routing shared by the quantization entry points (quant.cpp,
+// quant_weight.cpp). Every message starts with the op's name and names the argument.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "core/check.h"
+#include "fp8kit/tensor.h"
+
+namespace fp8kit::ops::detail {
+
+void require_defined(std::string_view op, const Tensor& t, std::string_view name);
+// kUnsupported for a device this build has no kernels for (a CUDA tensor in a CPU-only build).
+void require_backend(std::string_view op, Device device);
+// `t` (when defined) lives on the same device as `ref`.
+void require_same_device(std::string_view op, const Tensor& t, std::string_view name, const Tensor& ref,
+                         std::string_view ref_name);
+void require_dim(std::string_view op, const Tensor& t, std::string_view name, int64_t dim);
+// f32 | f16 | bf16
+void require_float_input(std::string_view op, const Tensor& t, std::string_view name);
+// e4m3fn | e4m3fnuz
+void require_quant_dtype(std::string_view op, DType dtype, std::string_view name);
+// A defined f32 tensor of one element (any shape).
+void require_f32_scalar(std::string_view op, const Tensor& t, std::string_view name);
+// A preallocated output: defined, `dtype`, `shape`, contiguous, on `device`.
+void require_output(std::string_view op, const Tensor& out, std::string_view name, DType dtype, const Shape& shape,
+                    Device device);
+
+// The stride between consecutive rows (elements [..., :]) when the leading dimensions of `t`
+// collapse into one; nullopt when they do not (then the caller copies). A tensor of at most one
+// row reports size(-1).
+std::optional<int64_t> collapsed_row_stride(const Tensor& t);
+
+// The one place where a quantization op picks its backend: the CPU reference, or in a CUDA build
+// the launcher from quant_cuda.cu that takes the same args.
+template <typename Args>
+void route(std::string_view op, Device device, const Args& args, void (*cpu_ref)(const Args&)) {
+  if (device.is_cpu()) return cpu_ref(args);
+  require_backend(op, device);
+  fail(ErrorCode::kInternal, "{}: no backend for {}", op, device.str());
+}
+
+}  // namespace fp8kit::ops::detail
