@@ -1,4 +1,38 @@
-// fp8kit command-line tool: quantize, dequantize, inspect, demo.
+// fp8kit command-line tool: quantize, dequantize, inspect, demo. Library errors arrive as
+// fp8kit::Error and leave as one line on stderr with exit code 1; a bad command line exits 2.
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
-int main() { return 0; }
+#include "commands.h"
+#include "fp8kit/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fp8kit: FP8 checkpoints and kernels, vLLM-compatible, without Python"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "fp8kit 0.1.0");
+  int threads = 0;
+  app.add_option("--threads", threads, "CPU threads to use (default: all; also FP8KIT_NUM_THREADS)")
+      ->check(CLI::PositiveNumber);
+  std::function<int()> run;
+  fp8kit::cli::add_quantize(app, run);
+  fp8kit::cli::add_dequantize(app, run);
+  fp8kit::cli::add_inspect(app, run);
+  fp8kit::cli::add_demo(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : fp8kit::cli::kExitUsage;
+  }
+  if (threads > 0) setenv("FP8KIT_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  try {
+    return run();
+  } catch (const fp8kit::Error& e) {
+    std::fprintf(stderr, "fp8kit: error: %s\n", e.what());
+    return fp8kit::cli::kExitError;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fp8kit: internal error: %s\n", e.what());
+    return fp8kit::cli::kExitError;
+  }
+}

@@ -1,0 +1,39 @@
+#include "progress_bar.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace fp8kit::cli {
+
+ProgressBar::ProgressBar(std::string label, bool enabled)
+    : label_(std::move(label)), enabled_(enabled && ::isatty(STDERR_FILENO)), start_(std::chrono::steady_clock::now()) {}
+
+ProgressBar::~ProgressBar() {
+  if (drawn_) std::fputc('\n', stderr);
+}
+
+void ProgressBar::update(const ConversionProgress& p) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  const bool done = p.bytes_done >= p.bytes_total;
+  if (drawn_ && !done && now - last_ < std::chrono::milliseconds(100)) return;
+  last_ = now;
+  drawn_ = true;
+  constexpr int kWidth = 28;
+  const double fraction = p.bytes_total ? double(p.bytes_done) / double(p.bytes_total) : 1.0;
+  const int filled = int(fraction * kWidth);
+  const double seconds = std::chrono::duration<double>(now - start_).count();
+  const double gbps = seconds > 0 ? p.bytes_done / seconds / 1e9 : 0.0;
+  std::string bar(kWidth, ' ');
+  for (int i = 0; i < filled; ++i) bar[i] = '#';
+  std::fprintf(stderr, "\r  %s [%s] %3d%%  %.2f/%.2f GB  %.2f GB/s \x1b[K", label_.c_str(), bar.c_str(),
+               int(fraction * 100), p.bytes_done / 1e9, p.bytes_total / 1e9, gbps);
+  std::fflush(stderr);
+}
+
+ProgressCallback ProgressBar::callback() {
+  return [this](const ConversionProgress& p) { update(p); };
+}
+
+}  // namespace fp8kit::cli

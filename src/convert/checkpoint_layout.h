@@ -1,0 +1,48 @@
+// How a checkpoint is quantized, read from its config and tensor names: its format (vLLM fp8
+// per-tensor or block, compressed-tensors, ModelOpt, FBGEMM, or unquantized), each FP8 weight
+// with its scale tensor and scheme, the activation and KV-cache scales, and every problem that
+// would make a loader fail or silently corrupt the model. Used by inspect and dequantize.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp8kit/checkpoint.h"
+
+namespace fp8kit::convert {
+
+struct Fp8Weight {
+  std::string module;
+  std::string scale;   // the scale tensor's name; empty when missing
+  std::string scheme;  // "per-tensor", "per-channel", "block"; empty when the scale does not fit
+  std::optional<std::pair<int64_t, int64_t>> block;  // block scheme: [block_n, block_k]
+};
+
+struct CheckpointLayout {
+  std::string format;  // "fp8", "fp8-block", "compressed-tensors", "modelopt", "fbgemm_fp8", "unquantized", ...
+  nlohmann::ordered_json quantization_config;  // null when none
+  std::string activation_scheme;               // "static", "dynamic" or "" (unknown)
+  std::optional<std::pair<int64_t, int64_t>> block_size;
+  std::vector<std::string> ignored_layers;
+  std::map<std::string, Fp8Weight> fp8_weights;  // by weight tensor name
+  std::set<std::string> weight_scales, input_scales, kv_scales;
+  std::vector<std::string> problems;
+
+  // Whether `module` is listed as unquantized (exact names, "re:" regexes, ModelOpt wildcards).
+  bool is_ignored(const std::string& module) const;
+};
+
+// Reads the layout; scale values are checked (finite and positive), which reads the scale tensors.
+CheckpointLayout analyze_checkpoint(const Checkpoint& checkpoint);
+
+// A scale tensor widened to f32 and shaped for ops::dequantize_weight (ModelOpt's 4-D block
+// scales become 2-D).
+Tensor scale_as_f32(const Checkpoint& checkpoint, const std::string& scale_name);
+
+}  // namespace fp8kit::convert

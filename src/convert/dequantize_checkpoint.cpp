@@ -1,0 +1,103 @@
+// dequantize_checkpoint: FP8 weights back to 16-bit with their scales (per-tensor, per-channel
+// or block), quantization parameters dropped, config without quantization_config. Streams
+// tensor by tensor like quantize.
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "convert/checkpoint_layout.h"
+#include "convert/output_directory.h"
+#include "core/check.h"
+#include "fp8kit/checkpoint.h"
+#include "fp8kit/convert.h"
+#include "fp8kit/ops/quant.h"
+
+namespace fp8kit {
+namespace {
+
+DType default_out_dtype(const Checkpoint& checkpoint) {
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!checkpoint.config().contains(key) || !checkpoint.config()[key].is_string()) continue;
+    const std::string d = checkpoint.config()[key].get<std::string>();
+    if (d == "float16") return DType::kF16;
+    if (d == "bfloat16") return DType::kBF16;
+  }
+  return DType::kBF16;
+}
+
+}  // namespace
+
+ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::string& output_dir,
+                                       const DequantizeOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const Checkpoint checkpoint = Checkpoint::open(input_dir);
+  const convert::CheckpointLayout layout = convert::analyze_checkpoint(checkpoint);
+  FP8KIT_CHECK_ARG(!layout.fp8_weights.empty(), "{} holds no FP8 weights to dequantize", input_dir);
+  for (const auto& [name, w] : layout.fp8_weights) {
+    FP8KIT_CHECK_ARG(!w.scale.empty() && !w.scheme.empty(), "{}: cannot dequantize {}: {}", input_dir, name,
+                     w.scale.empty() ? "it has no scale tensor" : "its scale fits no known scheme");
+  }
+  const DType out_dtype = options.out_dtype.value_or(default_out_dtype(checkpoint));
+  FP8KIT_CHECK_ARG(out_dtype == DType::kBF16 || out_dtype == DType::kF16 || out_dtype == DType::kF32,
+                   "dequantize: output dtype must be bf16, f16 or f32, got {}", dtype_name(out_dtype));
+
+  // Quantization parameters are dropped; everything else is kept, shard by shard.
+  auto dropped = [&](const std::string& name) {
+    return layout.weight_scales.count(name) || layout.input_scales.count(name) || layout.kv_scales.count(name);
+  };
+  std::map<std::string, std::vector<TensorSpec>> shard_outputs;
+  for (const std::string& name : checkpoint.tensor_names()) {
+    if (dropped(name)) continue;
+    const TensorInfo& info = checkpoint.info(name);
+    const bool fp8 = layout.fp8_weights.count(name) != 0;
+    shard_outputs[checkpoint.shard_of(name)].push_back({name, fp8 ? out_dtype : info.dtype, info.shape});
+  }
+  convert::OutputDirectory out(output_dir, options.force, input_dir);
+  std::map<std::string, std::unique_ptr<SafetensorsWriter>> writers;
+  for (auto& [shard, specs] : shard_outputs) writers[shard] = std::make_unique<SafetensorsWriter>(out.path(shard), specs);
+
+  ConversionReport report;
+  ConversionProgress progress;
+  for (const std::string& name : checkpoint.tensor_names()) progress.bytes_total += checkpoint.info(name).data_end - checkpoint.info(name).data_begin;
+  SafetensorsIndex index;
+  for (const std::string& name : checkpoint.tensor_names()) {
+    const TensorInfo& info = checkpoint.info(name);
+    if (!dropped(name)) {
+      const std::string& shard = checkpoint.shard_of(name);
+      const auto w = layout.fp8_weights.find(name);
+      Tensor t;
+      if (w == layout.fp8_weights.end()) {
+        t = checkpoint.tensor(name);
+        report.tensors_copied++;
+      } else {
+        const Tensor scale = convert::scale_as_f32(checkpoint, w->second.scale);
+        const Tensor q = checkpoint.tensor(name);
+        t = ops::dequantize_weight(q, scale, out_dtype, w->second.block);
+        report.tensors_quantized++;
+      }
+      writers.at(shard)->write(name, t);
+      index.weight_map[name] = shard;
+      report.output_tensor_bytes += t.nbytes();
+    }
+    checkpoint.release(name);
+    progress.bytes_done += info.data_end - info.data_begin;
+    progress.current_tensor = name;
+    if (options.progress) options.progress(progress);
+  }
+  report.input_tensor_bytes = progress.bytes_total;
+  for (auto& [shard, writer] : writers) writer->finish();
+  if (checkpoint.sharded()) {
+    index.total_size = report.output_tensor_bytes;
+    write_safetensors_index(out.path("model.safetensors.index.json"), index);
+  }
+  nlohmann::ordered_json config = checkpoint.config();
+  config.erase("quantization_config");
+  config.erase("compression_config");
+  write_json_file(out.path("config.json"), config);
+  convert::copy_auxiliary_files(input_dir, out, report.notes, {"hf_quant_config.json"});
+  out.commit();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace fp8kit

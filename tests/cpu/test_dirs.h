@@ -1,0 +1,41 @@
+// Test helpers: a fresh scratch directory per test, and running the fp8kit binary.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace fp8kit::testing {
+
+// FP8KIT_TEST_TMPDIR/<suite>.<test>, emptied at construction.
+inline std::string scratch_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string dir = std::string(FP8KIT_TEST_TMPDIR) + "/" + info->test_suite_name() + "." + info->name();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `fp8kit ARGS` (a shell-quoted argument string).
+inline CommandResult run_cli(const std::string& args) {
+  const std::string command = std::string(FP8KIT_CLI_PATH) + " " + args + " 2>&1";
+  CommandResult r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace fp8kit::testing
