@@ -52,7 +52,8 @@ class Checkpoint {
   const std::string& shard_of(const std::string& name) const;  // file name of the shard
   const SafetensorsFile& shard(const std::string& file_name) const;
   Tensor tensor(const std::string& name) const;
-  void release(const std::string& name) const;
+  void prefetch(const std::string& name) const;  // see SafetensorsFile::prefetch
+  void release(const std::string& name) const;   // see SafetensorsFile::release
 
  private:
   struct Location {

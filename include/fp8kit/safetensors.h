@@ -58,6 +58,8 @@ class SafetensorsFile {
   // its dtype size; a hand-made file may not, so the view's address can be misaligned for its
   // dtype (safe to memcpy from; typed access is the caller's choice).
   Tensor tensor(std::string_view name) const;
+  // Maps the pages of tensor `name` ahead of use in one call (advice: never fails).
+  void prefetch(std::string_view name) const;
   // Advises the OS that the pages of tensor `name` are not needed for now: they leave this
   // process's resident set (they stay in the page cache and come back when touched again).
   void release(std::string_view name) const;
@@ -65,6 +67,7 @@ class SafetensorsFile {
  private:
   SafetensorsFile() = default;
   struct Mapping;
+  std::pair<uint8_t*, size_t> page_range(const TensorInfo& info) const;
   std::string path_;
   uint64_t file_size_ = 0;
   uint64_t data_start_ = 0;  // 8 + header length

@@ -62,6 +62,7 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
   SafetensorsIndex index;
   for (const std::string& name : checkpoint.tensor_names()) {
     const TensorInfo& info = checkpoint.info(name);
+    checkpoint.prefetch(name);
     if (!dropped(name)) {
       const std::string& shard = checkpoint.shard_of(name);
       const auto w = layout.fp8_weights.find(name);

@@ -120,6 +120,7 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
   SafetensorsIndex index;
   for (const std::string& name : order) {
     const TensorInfo& info = checkpoint.info(name);
+    checkpoint.prefetch(name);
     const std::string& shard = checkpoint.shard_of(name);
     SafetensorsWriter& writer = *writers.at(shard);
     const auto planned = plan.weights.find(name);

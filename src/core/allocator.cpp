@@ -1,4 +1,6 @@
 // Default allocators and the per-device allocator registry.
+#include <sys/mman.h>
+
 #include <array>
 #include <cstdlib>
 #include <mutex>
@@ -11,17 +13,40 @@
 namespace fp8kit {
 namespace {
 
-// 64-byte aligned host memory: one cache line, and enough for any vector load.
+// 64-byte aligned host memory: one cache line, and enough for any vector load. Large buffers
+// are mapped and unmapped directly, so the memory of a freed tensor goes back to the system at
+// once (malloc keeps freed heap memory, and a stream of large tensors would pile it up).
+// Tests: every tensor test allocates through it; the quantize benchmark reports peak RSS.
 class CpuAllocator final : public Allocator {
  public:
+  static constexpr size_t kMapThreshold = size_t(1) << 20;
+
   Device device() const override { return Device::cpu(); }
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
-    void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    void* p = nullptr;
+    if (nbytes >= kMapThreshold) {
+      p = ::mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) {
+        p = nullptr;
+      } else {
+        // Huge pages where the system offers them on request: a first touch then costs one fault
+        // per 2 MiB rather than per 4 KiB (advice only).
+        ::madvise(p, nbytes, MADV_HUGEPAGE);
+      }
+    } else {
+      p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    }
     if (p == nullptr) fail(ErrorCode::kInvalidArgument, "out of host memory allocating {} bytes", nbytes);
     return p;
   }
-  void deallocate(void* ptr, size_t) override { std::free(ptr); }
+  void deallocate(void* ptr, size_t nbytes) override {
+    if (nbytes >= kMapThreshold) {
+      ::munmap(ptr, nbytes);
+    } else {
+      std::free(ptr);
+    }
+  }
 };
 
 constexpr int kMaxCudaDevices = 64;

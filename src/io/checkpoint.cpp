@@ -144,6 +144,11 @@ Tensor Checkpoint::tensor(const std::string& name) const {
   return files_.at(loc.file)->tensor(name);
 }
 
+void Checkpoint::prefetch(const std::string& name) const {
+  const Location& loc = lookup(where_, dir_, name);
+  files_.at(loc.file)->prefetch(name);
+}
+
 void Checkpoint::release(const std::string& name) const {
   const Location& loc = lookup(where_, dir_, name);
   files_.at(loc.file)->release(name);

@@ -14,6 +14,10 @@
 #include "io/names.h"
 #include "io/safetensors_header.h"
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14; older C libraries lack the name
+#endif
+
 namespace fp8kit {
 
 // The mapping outlives the SafetensorsFile while tensor views hold it.
@@ -100,18 +104,31 @@ Tensor SafetensorsFile::tensor(std::string_view name) const {
   return Tensor::from_storage(std::move(storage), info.shape, contiguous_strides(info.shape), 0, info.dtype);
 }
 
-void SafetensorsFile::release(std::string_view name) const {
-  const TensorInfo& info = require(*this, name);
-  if (info.data_end == info.data_begin) return;
-  // Rounding outward may drop pages shared with neighbouring tensors: harmless for a read-only,
-  // file-backed mapping, they are read back from the page cache when touched.
+// The page range of tensor `name` in the mapping, rounded outward: harmless for a read-only,
+// file-backed mapping, whose pages are read back from the page cache when touched.
+std::pair<uint8_t*, size_t> SafetensorsFile::page_range(const TensorInfo& info) const {
   const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t begin = (data_start_ + info.data_begin) / page * page;
   const uint64_t mapped_end = (mapping_->length + page - 1) / page * page;
   const uint64_t end = std::min(mapped_end, (data_start_ + info.data_end + page - 1) / page * page);
-  auto* addr = static_cast<uint8_t*>(mapping_->addr) + begin;
-  FP8KIT_CHECK(::madvise(addr, static_cast<size_t>(end - begin), MADV_DONTNEED) == 0, ErrorCode::kIo,
-               "{}: madvise of tensor {} failed: {}", path_, io::quote_name(name), io::errno_text(errno));
+  return {static_cast<uint8_t*>(mapping_->addr) + begin, static_cast<size_t>(end - begin)};
+}
+
+void SafetensorsFile::prefetch(std::string_view name) const {
+  const TensorInfo& info = require(*this, name);
+  if (info.data_end == info.data_begin) return;
+  const auto [addr, length] = page_range(info);
+  // One call maps every page, instead of one page fault per few pages on first touch; kernels
+  // before 5.14 lack MADV_POPULATE_READ and only get read-ahead. Advice only: errors are ignored.
+  if (::madvise(addr, length, MADV_POPULATE_READ) != 0) ::madvise(addr, length, MADV_WILLNEED);
+}
+
+void SafetensorsFile::release(std::string_view name) const {
+  const TensorInfo& info = require(*this, name);
+  if (info.data_end == info.data_begin) return;
+  const auto [addr, length] = page_range(info);
+  FP8KIT_CHECK(::madvise(addr, length, MADV_DONTNEED) == 0, ErrorCode::kIo, "{}: madvise of tensor {} failed: {}",
+               path_, io::quote_name(name), io::errno_text(errno));
 }
 
 }  // namespace fp8kit

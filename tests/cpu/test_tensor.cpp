@@ -62,6 +62,22 @@ TEST(Tensor, OutOfRangeNarrowIsAnError) {
   EXPECT_THROW(t.select(2, 0), Error);
 }
 
+TEST(Tensor, EmptyTensorsAreContiguous) {
+  EXPECT_TRUE(Tensor::empty({3, 0}, DType::kF32).is_contiguous());
+  EXPECT_TRUE(Tensor::empty({0, 5}, DType::kF32).t().is_contiguous());
+  EXPECT_EQ(Tensor::empty({3, 0}, DType::kF32).clone().numel(), 0);
+}
+
+TEST(Tensor, LargeBuffersAreUsableAndFreed) {
+  // Above the allocator's mapping threshold: written, read, freed (munmap) without error.
+  for (int i = 0; i < 3; ++i) {
+    Tensor t = Tensor::zeros({4 << 20}, DType::kU8);
+    t.data<uint8_t>()[(4 << 20) - 1] = 7;
+    EXPECT_EQ(t.data<uint8_t>()[0], 0);
+    EXPECT_EQ(t.clone().data<uint8_t>()[(4 << 20) - 1], 7);
+  }
+}
+
 TEST(Tensor, CudaWithoutBackendIsUnsupported) {
   try {
     Tensor::empty({2}, DType::kF32, Device::cuda(0));
