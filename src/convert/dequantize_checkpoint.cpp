@@ -3,10 +3,10 @@
 // tensor by tensor like quantize.
 #include <chrono>
 #include <map>
-#include <memory>
 
 #include "convert/checkpoint_layout.h"
 #include "convert/output_directory.h"
+#include "convert/sharded_output.h"
 #include "core/check.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/convert.h"
@@ -53,13 +53,11 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
     shard_outputs[checkpoint.shard_of(name)].push_back({name, fp8 ? out_dtype : info.dtype, info.shape});
   }
   convert::OutputDirectory out(output_dir, options.force, input_dir);
-  std::map<std::string, std::unique_ptr<SafetensorsWriter>> writers;
-  for (auto& [shard, specs] : shard_outputs) writers[shard] = std::make_unique<SafetensorsWriter>(out.path(shard), specs);
+  convert::ShardedOutput shards(out, shard_outputs);
 
   ConversionReport report;
   ConversionProgress progress;
   for (const std::string& name : checkpoint.tensor_names()) progress.bytes_total += checkpoint.info(name).data_end - checkpoint.info(name).data_begin;
-  SafetensorsIndex index;
   for (const std::string& name : checkpoint.tensor_names()) {
     const TensorInfo& info = checkpoint.info(name);
     checkpoint.prefetch(name);
@@ -76,9 +74,7 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
         t = ops::dequantize_weight(q, scale, out_dtype, w->second.block);
         report.tensors_quantized++;
       }
-      writers.at(shard)->write(name, t);
-      index.weight_map[name] = shard;
-      report.output_tensor_bytes += t.nbytes();
+      shards.write(shard, name, t);
     }
     checkpoint.release(name);
     progress.bytes_done += info.data_end - info.data_begin;
@@ -86,11 +82,8 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
     if (options.progress) options.progress(progress);
   }
   report.input_tensor_bytes = progress.bytes_total;
-  for (auto& [shard, writer] : writers) writer->finish();
-  if (checkpoint.sharded()) {
-    index.total_size = report.output_tensor_bytes;
-    write_safetensors_index(out.path("model.safetensors.index.json"), index);
-  }
+  shards.finish(checkpoint.sharded());
+  report.output_tensor_bytes = shards.bytes_written();
   nlohmann::ordered_json config = checkpoint.config();
   config.erase("quantization_config");
   config.erase("compression_config");

@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cfloat>
-#include <memory>
 
 #include "convert/module_names.h"
 #include "convert/output_directory.h"
 #include "convert/quantize_plan.h"
+#include "convert/sharded_output.h"
 #include "convert/tensor_scan.h"
 #include "core/check.h"
 #include "fp8kit/checkpoint.h"
@@ -107,37 +107,26 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
   QuantizePlan plan = convert::plan_quantization(checkpoint, options);
 
   convert::OutputDirectory out(output_dir, options.force, input_dir);
-  std::map<std::string, std::unique_ptr<SafetensorsWriter>> writers;
-  for (auto& [shard, specs] : plan.shard_outputs) {
-    writers[shard] = std::make_unique<SafetensorsWriter>(out.path(shard), specs);
-  }
+  convert::ShardedOutput shards(out, plan.shard_outputs);
 
   ConversionReport report;
   ConversionProgress progress;
   const std::vector<std::string> order = tensors_in_file_order(checkpoint);
   for (const std::string& name : order) progress.bytes_total += checkpoint.info(name).data_end - checkpoint.info(name).data_begin;
   std::map<std::string, float> group_scales;
-  SafetensorsIndex index;
   for (const std::string& name : order) {
     const TensorInfo& info = checkpoint.info(name);
     checkpoint.prefetch(name);
     const std::string& shard = checkpoint.shard_of(name);
-    SafetensorsWriter& writer = *writers.at(shard);
     const auto planned = plan.weights.find(name);
     if (planned == plan.weights.end()) {
-      writer.write(name, checkpoint.tensor(name));
-      index.weight_map[name] = shard;
+      shards.write(shard, name, checkpoint.tensor(name));
       report.tensors_copied++;
-      report.output_tensor_bytes += info.data_end - info.data_begin;
     } else {
       const ops::QuantResult r = quantize_one(checkpoint, name, planned->second, options, plan, group_scales);
-      const Tensor scale = r.scale.view(planned->second.scale_shape);
-      writer.write(name, r.q);
-      writer.write(planned->second.scale_name, scale);
-      index.weight_map[name] = shard;
-      index.weight_map[planned->second.scale_name] = shard;
+      shards.write(shard, name, r.q);
+      shards.write(shard, planned->second.scale_name, r.scale.view(planned->second.scale_shape));
       report.tensors_quantized++;
-      report.output_tensor_bytes += r.q.nbytes() + scale.nbytes();
     }
     checkpoint.release(name);
     progress.bytes_done += info.data_end - info.data_begin;
@@ -145,11 +134,8 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
     if (options.progress) options.progress(progress);
   }
   report.input_tensor_bytes = progress.bytes_total;
-  for (auto& [shard, writer] : writers) writer->finish();
-  if (checkpoint.sharded()) {
-    index.total_size = report.output_tensor_bytes;
-    write_safetensors_index(out.path("model.safetensors.index.json"), index);
-  }
+  shards.finish(checkpoint.sharded());
+  report.output_tensor_bytes = shards.bytes_written();
   config["quantization_config"] = plan.quantization_config;
   write_json_file(out.path("config.json"), config);
   convert::copy_auxiliary_files(input_dir, out, plan.notes);

@@ -10,13 +10,6 @@ namespace {
 using namespace quant_test;
 using ops::PerTokenGroupQuantOptions;
 
-// 2^ceil(log2 s) for a positive normal s, from frexp (exact): s = f * 2^e with f in [0.5, 1).
-float pow2_ceil(float s) {
-  int e = 0;
-  const float f = std::frexp(s, &e);
-  return f == 0.5f ? s : std::ldexp(1.0f, e);
-}
-
 struct Expected {
   std::vector<uint8_t> q;
   std::vector<float> scale;  // row-major [rows, k / g]

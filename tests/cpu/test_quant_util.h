@@ -16,6 +16,13 @@
 
 namespace fp8kit::quant_test {
 
+// 2^ceil(log2 s) for a positive normal s, from frexp (exact): s = f * 2^e with f in [0.5, 1).
+inline float pow2_ceil(float s) {
+  int e = 0;
+  const float f = std::frexp(s, &e);
+  return f == 0.5f ? s : std::ldexp(1.0f, e);
+}
+
 // A contiguous [shape] tensor of `dtype` (f32, f16 or bf16) holding `values` rounded to it.
 inline Tensor make_tensor(const std::vector<float>& values, const Shape& shape, DType dtype = DType::kF32) {
   Tensor t = Tensor::empty(shape, dtype);

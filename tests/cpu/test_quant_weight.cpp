@@ -15,12 +15,6 @@ using ops::WeightQuantOptions;
 
 enum class Scheme { kPerTensor, kPerChannel, kBlock };
 
-float pow2_ceil(float s) {
-  int e = 0;
-  const float f = std::frexp(s, &e);
-  return f == 0.5f ? s : std::ldexp(1.0f, e);
-}
-
 struct Expected {
   std::vector<uint8_t> q;
   std::vector<float> scale;  // row-major over blocks

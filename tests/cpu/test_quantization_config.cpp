@@ -7,6 +7,7 @@
 #include <string>
 #include <typeinfo>
 
+#include "expect_error.h"
 #include "fp8kit/error.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/layers/quantization_config.h"
@@ -18,21 +19,8 @@ namespace {
 
 using nlohmann::ordered_json;
 
-void expect_error(const std::function<void()>& f, ErrorCode code, const std::string& message) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error: " << message;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_EQ(std::string(e.what()), message);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected fp8kit::Error, got " << typeid(e).name() << ": " << e.what();
-  }
-}
-
-void expect_invalid(const std::function<void()>& f, const std::string& message) {
-  expect_error(f, ErrorCode::kInvalidArgument, message);
-}
+using testing::expect_error;
+using testing::expect_invalid;
 
 const PackedModulesMapping kLlamaPacked = {{"qkv_proj", {"q_proj", "k_proj", "v_proj"}},
                                            {"gate_up_proj", {"gate_proj", "up_proj"}}};

@@ -14,6 +14,7 @@
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/convert.h"
 #include "fp8kit/half.h"
+#include "expect_error.h"
 #include "test_dirs.h"
 
 namespace fp8kit {
@@ -190,22 +191,14 @@ TEST(QuantizeCheckpoint, RoundTripThroughDequantizeIsClose) {
   }
 }
 
-void expect_error(const std::function<void()>& f, ErrorCode code, const std::string& text) {
-  try {
-    f();
-    FAIL() << "expected an error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code);
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error_containing;
 
 TEST(QuantizeCheckpoint, RefusesToOverwriteWithoutForce) {
   const std::string root = testing::scratch_dir();
   const std::string in = make_model(root);
   fs::create_directories(root + "/out");
   std::ofstream(root + "/out/keep.txt") << "precious";
-  expect_error([&] { quantize_checkpoint(in, root + "/out", scheme(QuantScheme::kBlock)); },
+  expect_error_containing([&] { quantize_checkpoint(in, root + "/out", scheme(QuantScheme::kBlock)); },
                ErrorCode::kInvalidArgument, "already exists; pass --force to replace it");
   EXPECT_TRUE(fs::exists(root + "/out/keep.txt"));
   QuantizeOptions o = scheme(QuantScheme::kBlock);
@@ -213,7 +206,7 @@ TEST(QuantizeCheckpoint, RefusesToOverwriteWithoutForce) {
   quantize_checkpoint(in, root + "/out", o);
   EXPECT_FALSE(fs::exists(root + "/out/keep.txt"));
   EXPECT_TRUE(fs::exists(root + "/out/config.json"));
-  expect_error([&] { quantize_checkpoint(in, in, o); }, ErrorCode::kInvalidArgument, "is the input directory");
+  expect_error_containing([&] { quantize_checkpoint(in, in, o); }, ErrorCode::kInvalidArgument, "is the input directory");
 }
 
 TEST(QuantizeCheckpoint, NonFiniteWeightIsRefusedAndNothingIsLeftBehind) {
@@ -227,7 +220,7 @@ TEST(QuantizeCheckpoint, NonFiniteWeightIsRefusedAndNothingIsLeftBehind) {
     if (name == "model.layers.0.mlp.down_proj.weight") t.data<BFloat16>()[5] = float_to_bf16(NAN);
   }
   save_safetensors(in + "/model.safetensors", tensors);
-  expect_error([&] { quantize_checkpoint(in, root + "/out", scheme(QuantScheme::kBlock)); },
+  expect_error_containing([&] { quantize_checkpoint(in, root + "/out", scheme(QuantScheme::kBlock)); },
                ErrorCode::kInvalidArgument, "tensor 'model.layers.0.mlp.down_proj.weight' holds a NaN or infinity at flat index 5");
   EXPECT_FALSE(fs::exists(root + "/out"));
   EXPECT_FALSE(fs::exists(root + "/out.partial"));
@@ -238,7 +231,7 @@ TEST(QuantizeCheckpoint, BlockShapesVllmCannotLoadAreRefused) {
   SyntheticModelSpec spec;
   spec.num_kv_heads = 1;  // k_proj / v_proj get 64 rows: not a multiple of 128
   const std::string in = make_model(root, spec);
-  expect_error([&] { quantize_checkpoint(in, root + "/out", scheme(QuantScheme::kBlock)); },
+  expect_error_containing([&] { quantize_checkpoint(in, root + "/out", scheme(QuantScheme::kBlock)); },
                ErrorCode::kInvalidArgument,
                "model.layers.0.self_attn.k_proj.weight has 64 output rows, not a multiple of block_n 128, and vLLM "
                "stacks it into qkv_proj");
@@ -256,10 +249,10 @@ TEST(QuantizeCheckpoint, IgnoreRules) {
   const std::string in = make_model(root);
   QuantizeOptions o = scheme(QuantScheme::kBlock);
   o.ignore = {"model.layers.0.self_attn.q_proj"};
-  expect_error([&] { quantize_checkpoint(in, root + "/a", o); }, ErrorCode::kInvalidArgument,
+  expect_error_containing([&] { quantize_checkpoint(in, root + "/a", o); }, ErrorCode::kInvalidArgument,
                "are stacked into one fused module by vLLM but only one of them is ignored");
   o.ignore = {"model.layers.1.mlp.experts.2.down_proj"};
-  expect_error([&] { quantize_checkpoint(in, root + "/b", o); }, ErrorCode::kInvalidArgument,
+  expect_error_containing([&] { quantize_checkpoint(in, root + "/b", o); }, ErrorCode::kInvalidArgument,
                "vLLM quantizes every expert of a fused MoE layer");
   o.ignore = {"re:model\\.layers\\.0\\.self_attn\\.[qkv]_proj", "model.layers.0.mlp.down_proj", "re:nothing.*"};
   const ConversionReport r = quantize_checkpoint(in, root + "/c", o);
@@ -273,7 +266,7 @@ TEST(QuantizeCheckpoint, IgnoreRules) {
   EXPECT_FALSE(out.contains("model.layers.0.self_attn.q_proj.weight_scale_inv"));
   EXPECT_TRUE(inspect_checkpoint(root + "/c").problems.empty());
   o.ignore = {"re:("};
-  expect_error([&] { quantize_checkpoint(in, root + "/d", o); }, ErrorCode::kInvalidArgument,
+  expect_error_containing([&] { quantize_checkpoint(in, root + "/d", o); }, ErrorCode::kInvalidArgument,
                "--ignore re:(: invalid regular expression");
 }
 
@@ -292,7 +285,7 @@ TEST(QuantizeCheckpoint, AlreadyQuantizedInputIsRefused) {
   const std::string root = testing::scratch_dir();
   const std::string in = make_model(root);
   quantize_checkpoint(in, root + "/fp8", scheme(QuantScheme::kBlock));
-  expect_error([&] { quantize_checkpoint(root + "/fp8", root + "/again", scheme(QuantScheme::kBlock)); },
+  expect_error_containing([&] { quantize_checkpoint(root + "/fp8", root + "/again", scheme(QuantScheme::kBlock)); },
                ErrorCode::kInvalidArgument, "already has a quantization_config");
 }
 
