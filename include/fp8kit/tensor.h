@@ -12,6 +12,7 @@
 #include "fp8kit/device.h"
 #include "fp8kit/dtype.h"
 #include "fp8kit/error.h"
+#include "fp8kit/stream.h"
 
 namespace fp8kit {
 
@@ -104,9 +105,13 @@ class Tensor {
   Tensor clone() const;
   Tensor to(Device device) const;
   // Copies src into this tensor (same dtype and shape; any strides; any devices a build supports).
+  // Device work runs on `stream` (default: the legacy default stream); a copy from or to host
+  // memory has completed when copy_ returns.
   void copy_(const Tensor& src);
-  // Sets every byte of this tensor's elements to `byte` (poisoning, zeroing).
+  void copy_(const Tensor& src, Stream stream);
+  // Sets every byte of this tensor's elements to `byte` (poisoning, zeroing); contiguous only.
   void fill_bytes_(uint8_t byte);
+  void fill_bytes_(uint8_t byte, Stream stream);
 
  private:
   void check_dtype(DType expected) const;

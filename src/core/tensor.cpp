@@ -1,6 +1,5 @@
 #include "fp8kit/tensor.h"
 
-#include <atomic>
 #include <cstring>
 
 #include "core/check.h"
@@ -8,8 +7,6 @@
 
 namespace fp8kit {
 namespace {
-
-std::atomic<const DeviceHooks*> g_cuda_hooks{nullptr};
 
 int64_t wrap_dim(int64_t d, int64_t ndim, const char* what) {
   const int64_t w = d < 0 ? d + ndim : d;
@@ -55,11 +52,10 @@ void copy_cpu(Tensor& dst, const Tensor& src) {
 }  // namespace
 
 const DeviceHooks* device_hooks(DeviceType type) {
-  return type == DeviceType::kCUDA ? g_cuda_hooks.load() : nullptr;
-}
-
-void register_device_hooks(DeviceType type, const DeviceHooks* hooks) {
-  if (type == DeviceType::kCUDA) g_cuda_hooks.store(hooks);
+#if FP8KIT_WITH_CUDA
+  if (type == DeviceType::kCUDA) return cuda_device_hooks();
+#endif
+  return nullptr;
 }
 
 std::string shape_to_string(const Shape& shape) {
@@ -273,7 +269,9 @@ Tensor Tensor::to(Device device) const {
   return out;
 }
 
-void Tensor::copy_(const Tensor& src) {
+void Tensor::copy_(const Tensor& src) { copy_(src, Stream{}); }
+
+void Tensor::copy_(const Tensor& src, Stream stream) {
   FP8KIT_CHECK_ARG(defined() && src.defined(), "copy_: undefined tensor");
   FP8KIT_CHECK_ARG(dtype_ == src.dtype_ && shape_ == src.shape_, "copy_: cannot copy {} into {}", src.description(),
                    description());
@@ -284,10 +282,12 @@ void Tensor::copy_(const Tensor& src) {
   const DeviceHooks* hooks = device_hooks(DeviceType::kCUDA);
   FP8KIT_CHECK(hooks != nullptr, ErrorCode::kUnsupported, "copy_ from {} to {}: fp8kit was built without CUDA",
                src.device().str(), device().str());
-  hooks->copy(*this, src);
+  hooks->copy(*this, src, stream);
 }
 
-void Tensor::fill_bytes_(uint8_t byte) {
+void Tensor::fill_bytes_(uint8_t byte) { fill_bytes_(byte, Stream{}); }
+
+void Tensor::fill_bytes_(uint8_t byte, Stream stream) {
   FP8KIT_CHECK_ARG(defined(), "fill_bytes_: undefined tensor");
   FP8KIT_CHECK_ARG(is_contiguous(), "fill_bytes_: {} is not contiguous", description());
   if (nbytes() == 0) return;
@@ -298,7 +298,7 @@ void Tensor::fill_bytes_(uint8_t byte) {
   const DeviceHooks* hooks = device_hooks(DeviceType::kCUDA);
   FP8KIT_CHECK(hooks != nullptr, ErrorCode::kUnsupported, "fill_bytes_ on {}: fp8kit was built without CUDA",
                device().str());
-  hooks->memset(data_ptr(), byte, nbytes(), device());
+  hooks->memset(data_ptr(), byte, nbytes(), device(), stream);
 }
 
 }  // namespace fp8kit
