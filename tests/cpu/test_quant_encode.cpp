@@ -2,7 +2,8 @@
 // they replace: every f16/bf16 input, every fp8 rounding boundary, and a dense sample of floats.
 // (An exhaustive run over all 2^32 floats for MAX = 448 and 224 found only signalling NaNs
 // differing, where glibc's fminf returns NaN but CUDA's, which the spec follows, returns MAX; the
-// ops never see a signalling NaN, since v = x * inv or x / s quiets it.)
+// ops never see a signalling NaN, since v = x * inv or x / s quiets it.) Also the division by a
+// scale through its reciprocal that the CUDA kernels use, against x / s.
 #include "ops/quant/quant_encode.h"
 #include "test_quant_util.h"
 
@@ -88,6 +89,72 @@ TEST(QuantEncode, QuantizeMatchesSpecOnDenseFloatSample) {
     ASSERT_EQ(fast_cvt(v, DType::kE4M3FN), spec_cvt(v, DType::kE4M3FN)) << std::hex << b;
     ASSERT_EQ(fast_cvt(v, DType::kE4M3FNUZ), spec_cvt(v, DType::kE4M3FNUZ)) << std::hex << b;
   }
+}
+
+// divide_with_reciprocal(x, s, 1 / s) must quantize exactly as x / s; where |x / s| >= 2^-12
+// (every quotient that can give a nonzero code) the quotients themselves must be equal.
+void expect_division_matches(float x, float s) {
+  const float z = 1.0f / s;
+  ASSERT_TRUE(ops::divisor_is_regular(s, z, std::fabs(x))) << x << " / " << s;
+  const float got = ops::divide_with_reciprocal(x, s, z), want = x / s;
+  if (std::fabs(want) >= 0x1p-12f || std::isnan(want)) {
+    ASSERT_EQ(float_to_bits(got), float_to_bits(want)) << std::hexfloat << x << " / " << s;
+  } else {
+    ASSERT_EQ(fast_cvt(got, DType::kE4M3FN), fast_cvt(want, DType::kE4M3FN)) << std::hexfloat << x << " / " << s;
+    ASSERT_EQ(fast_cvt(got, DType::kE4M3FNUZ), fast_cvt(want, DType::kE4M3FNUZ)) << std::hexfloat << x << " / " << s;
+  }
+}
+
+TEST(QuantEncode, DivisionThroughTheReciprocalIsDivision) {
+  // Divisors with awkward significands (1, 1 + ulp, all ones, 1.5, 7/4 - ulp) and a real per-token
+  // floor, times every 8th dividend significand in two binades, with both signs.
+  const float divisors[] = {1.0f,
+                            0x1.000002p0f,
+                            0x1.fffffep0f,
+                            1.5f,
+                            0x1.bffffep0f,
+                            3.0f / 448.0f,
+                            1.0f / (448.0f * 512.0f),
+                            0x1.234568p-20f,
+                            0x1.fffffep40f};
+  for (float s : divisors) {
+    for (uint32_t m = 0; m < (1u << 23); m += 8) {
+      const float x = bits_to_float(0x3f800000u | m);
+      expect_division_matches(x, s);
+      expect_division_matches(-2.0f * x, s);
+    }
+  }
+  // Random dividends and divisors over the whole range the kernels take this path for.
+  std::mt19937 rng(12345);
+  std::uniform_int_distribution<uint32_t> mantissa(0, (1u << 23) - 1);
+  std::uniform_int_distribution<int> s_exp(-60, 59), x_exp(-140, 60);
+  for (int i = 0; i < 2000000; ++i) {
+    const float s = std::ldexp(bits_to_float(0x3f800000u | mantissa(rng)), s_exp(rng));
+    float x = std::ldexp(bits_to_float(0x3f800000u | mantissa(rng)), x_exp(rng) + std::ilogb(s));
+    if (i & 1) x = -x;
+    if (std::fabs(x) / s > 0x1p99f) continue;
+    expect_division_matches(x, s);
+  }
+  // Zeros keep their sign; NaN stays NaN; tiny and subnormal dividends.
+  for (float s : divisors) {
+    EXPECT_EQ(float_to_bits(ops::divide_with_reciprocal(-0.0f, s, 1.0f / s)), 0x80000000u);
+    EXPECT_EQ(float_to_bits(ops::divide_with_reciprocal(0.0f, s, 1.0f / s)), 0u);
+    EXPECT_TRUE(std::isnan(ops::divide_with_reciprocal(NAN, s, 1.0f / s)));
+    for (float x : {0x1p-149f, -0x1p-149f, 0x1.8p-130f, -0x1p-126f, 0x1p-100f}) expect_division_matches(x, s);
+  }
+  // Infinite dividends and out-of-range divisors are not regular: the kernels divide instead.
+  EXPECT_FALSE(ops::divisor_is_regular(1.0f, 1.0f, INFINITY));
+  EXPECT_FALSE(ops::divisor_is_regular(0x1p-61f, 0x1p61f, 1.0f));
+  EXPECT_FALSE(ops::divisor_is_regular(0x1p61f, 0x1p-61f, 1.0f));
+  EXPECT_FALSE(ops::divisor_is_regular(0x1p-50f, 0x1p50f, 0x1p60f));
+}
+
+TEST(QuantEncode, PackedQuantizeIsFourQuantizes) {
+  const float v[4] = {1.0f, -0.0f, NAN, 300.0f};
+  EXPECT_EQ(ops::quantize_fp8x4<E4M3FNFormat>(v[0], v[1], v[2], v[3], 448.0f),
+            uint32_t(0x38) | (0x80u << 8) | (0x7Eu << 16) | (fast_cvt(300.0f, DType::kE4M3FN) << 24));
+  EXPECT_EQ(ops::quantize_fp8x4<E4M3FNUZFormat>(v[0], v[1], v[2], v[3], 224.0f),
+            uint32_t(0x40) | (0x7Eu << 16) | (0x7Eu << 24));
 }
 
 TEST(QuantEncode, HandGoldens) {

@@ -100,6 +100,37 @@ TEST(QuantGroup, ColumnMajorScales) {
   }
 }
 
+TEST(QuantGroup, TmaAlignedColumnMajorScales) {
+  // M = 5 rows pad to 8 per column: storage [K/g, 8], view [5, K/g] with strides (1, 8).
+  for (int64_t m : {1, 4, 5, 7}) {
+    const int64_t m_pad = (m + 3) / 4 * 4;
+    const Tensor x =
+        make_tensor(random_values(size_t(m * 384), 27 + uint32_t(m), DType::kBF16), {m, 384}, DType::kBF16);
+    PerTokenGroupQuantOptions o;
+    o.column_major_scales = true;
+    o.tma_aligned_scales = true;
+    const ops::QuantResult tma = ops::per_token_group_quant(x, o);
+    const ops::QuantResult row = group_quant(x, 128);
+    ASSERT_EQ(tma.scale.shape(), (Shape{m, 3}));
+    EXPECT_EQ(tma.scale.strides(), (Shape{1, m_pad}));
+    EXPECT_GE(int64_t(tma.scale.storage()->nbytes()), 3 * m_pad * 4);
+    EXPECT_EQ(to_floats(tma.scale), to_floats(row.scale));
+    EXPECT_EQ(to_bytes(tma.q), to_bytes(row.q));
+    const float* raw = static_cast<const float*>(tma.scale.data_ptr());
+    const std::vector<float> rs = to_floats(row.scale);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(raw[j * m_pad + r], rs[size_t(r * 3 + j)]);
+    }
+  }
+  PerTokenGroupQuantOptions o;
+  o.tma_aligned_scales = true;
+  expect_error(
+      [&] {
+        ops::per_token_group_quant(make_tensor(random_values(256, 28), {2, 128}), o);
+      },
+      ErrorCode::kInvalidArgument, "per_token_group_quant: `tma_aligned_scales` needs `column_major_scales`");
+}
+
 TEST(QuantGroup, Ue8m0ScalesArePowersOfTwoRoundedUp) {
   // max 896 -> s = 2 (a power of two: kept); max 900 -> s = 2.0089 -> 4; max 1 -> 1/448 -> 2^-8.
   const ops::QuantResult r = group_quant(make_tensor({896, 1, 900, 1, 1, 0}, {1, 6}), 2, DType::kE4M3FN, false, true);

@@ -3,13 +3,15 @@
 // build's kernels are bit-exact with it. Scales are dequantization multipliers everywhere:
 // x ~= q * scale. FP8_MAX below is fp8_quant_max(out_dtype): 448 for e4m3fn, 224 for e4m3fnuz.
 // cvt(v) rounds to nearest even (fp8.h); clamp(v) = fmaxf(-FP8_MAX, fminf(v, FP8_MAX)), which
-// sends NaN to +FP8_MAX.
+// sends NaN to +FP8_MAX. On a CUDA device the work is queued on the given stream (default: the
+// legacy default stream) and nothing waits for it; the returned tensors are ready in stream order.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "fp8kit/stream.h"
 #include "fp8kit/tensor.h"
 
 namespace fp8kit::ops {
@@ -47,8 +49,9 @@ struct ScaledFp8QuantOptions {
   std::optional<int64_t> num_token_padding;  // pad the output to at least this many rows
   Tensor scale_ub;                           // f32, one element: upper bound of per-token scales' absmax
   bool use_per_token_if_dynamic = false;
-  Tensor output;                             // preallocated output
-  DType out_dtype = DType::kE4M3FN;          // e4m3fn or e4m3fnuz
+  Tensor output;                     // preallocated output
+  DType out_dtype = DType::kE4M3FN;  // e4m3fn or e4m3fnuz
+  Stream stream;                     // CUDA stream of the kernels (ignored on CPU)
 };
 QuantResult scaled_fp8_quant(const Tensor& input, const ScaledFp8QuantOptions& options = {});
 
@@ -58,7 +61,10 @@ QuantResult scaled_fp8_quant(const Tensor& input, const ScaledFp8QuantOptions& o
 //   s = fmaxf(max|x_group|, eps) / FP8_MAX;   with use_ue8m0: s = 2^ceil(log2(s)) (exact, from the bits)
 //   q = cvt(clamp(x / s))
 // scale: f32 [..., K / group_size], row-major; with column_major_scales (2-D x of M rows) shape
-// [M, K / g] stored column-major (strides (1, M)), the layout block GEMMs consume.
+// [M, K / g] stored column-major (strides (1, M)), the layout block GEMMs consume. With
+// tma_aligned_scales as well, each column is padded to M_pad = ceil(M / 4) * 4 floats (16 bytes,
+// DeepGEMM's get_col_major_tma_aligned_tensor): storage [K / g, M_pad], strides (1, M_pad); the
+// padding floats are left unwritten.
 // eps must be positive and finite. Leading dimensions that do not collapse into evenly strided
 // rows are copied first.
 // Errors (spec texts): "the last dimension of `x` {K} must be divisible by `group_size` {g}",
@@ -69,8 +75,10 @@ struct PerTokenGroupQuantOptions {
   float eps = 1e-10f;
   DType out_dtype = DType::kE4M3FN;
   bool column_major_scales = false;
+  bool tma_aligned_scales = false;  // only with column_major_scales
   bool use_ue8m0 = false;
   Tensor output;  // preallocated q, contiguous, same shape as x
+  Stream stream;  // CUDA stream of the kernels (ignored on CPU)
 };
 QuantResult per_token_group_quant(const Tensor& x, const PerTokenGroupQuantOptions& options = {});
 
@@ -87,6 +95,7 @@ QuantResult per_token_group_quant(const Tensor& x, const PerTokenGroupQuantOptio
 struct WeightQuantOptions {
   DType out_dtype = DType::kE4M3FN;
   bool ue8m0_scales = false;  // power-of-two scales (DeepSeek V3.1 "scale_fmt": "ue8m0")
+  Stream stream;              // CUDA stream of the kernels (ignored on CPU)
 };
 QuantResult quantize_weight_per_tensor(const Tensor& w, const WeightQuantOptions& options = {});
 QuantResult quantize_weight_per_channel(const Tensor& w, const WeightQuantOptions& options = {});
@@ -99,12 +108,12 @@ QuantResult quantize_weight_block(const Tensor& w, int64_t block_n, int64_t bloc
 //   block = {block_n, block_k} with scale shape [ceil(N/bn), ceil(K/bk)].
 //   w = round_out(decode(q) * s), computed in f32 and rounded once to out_dtype (f32|f16|bf16).
 Tensor dequantize_weight(const Tensor& q, const Tensor& scale, DType out_dtype,
-                         std::optional<std::pair<int64_t, int64_t>> block = std::nullopt);
+                         std::optional<std::pair<int64_t, int64_t>> block = std::nullopt, Stream stream = {});
 
 // per_tensor_dequantize(t, inv_scale): f16(float(f16(t)) * s) for t of any FP8 dtype and shape
 // and a one-element f32 scale; the result is a contiguous f16 tensor of t's shape (spec 1.11:
 // torch's fp16 tensor times a 0-dim f32 scale). FP8 values are exact in f16.
-Tensor per_tensor_dequantize(const Tensor& q, const Tensor& scale);
+Tensor per_tensor_dequantize(const Tensor& q, const Tensor& scale, Stream stream = {});
 
 // requantize_with_max_scale(weight [N, K] e4m3fn|e4m3fnuz, weight_scale f32 [S], logical_widths
 // summing to N): s_max = max(weight_scale). If weight_scale[S-1] > -448 (every shard was loaded;
@@ -116,8 +125,9 @@ struct RequantizeResult {
   Tensor max_scale;  // f32, 0-dim
   Tensor weight;     // the input weight tensor, modified in place
 };
+// On CUDA the scales stay on the device: the kernel reads them (and the not-loaded test) itself.
 RequantizeResult requantize_with_max_scale(const Tensor& weight, const Tensor& weight_scale,
-                                           const std::vector<int64_t>& logical_widths);
+                                           const std::vector<int64_t>& logical_widths, Stream stream = {});
 
 // normalize_e4m3fn_to_e4m3fnuz: bytes 0x80 (-0 in fn, NaN in fnuz) become 0x00, the bits are
 // reinterpreted as e4m3fnuz (half the value), and the scales are doubled. New tensors returned.
@@ -127,6 +137,6 @@ struct FnuzResult {
   Tensor input_scale;   // input_scale * 2, undefined when none was given
 };
 FnuzResult normalize_e4m3fn_to_e4m3fnuz(const Tensor& weight, const Tensor& weight_scale,
-                                        const Tensor& input_scale = {});
+                                        const Tensor& input_scale = {}, Stream stream = {});
 
 }  // namespace fp8kit::ops

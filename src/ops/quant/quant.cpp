@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ops/quant/quant_checks.h"
+#include "ops/quant/quant_cuda.h"
 #include "ops/quant/quant_ref.h"
 
 namespace fp8kit::ops {
@@ -88,7 +89,7 @@ QuantResult scaled_fp8_quant(const Tensor& input, const ScaledFp8QuantOptions& o
                           : ScaledQuantMode::kDynamicPerTensor;
   args.fp8_max = fp8_quant_max(options.out_dtype);
   args.min_scaling_factor = fp8_min_scaling_factor(options.out_dtype);
-  route(kOp, input.device(), args, scaled_fp8_quant_ref);
+  route(kOp, input.device(), args, scaled_fp8_quant_ref, scaled_fp8_quant_cuda, options.stream);
   return result;
 }
 
@@ -109,22 +110,27 @@ QuantResult per_token_group_quant(const Tensor& x_in, const PerTokenGroupQuantOp
                    kOp, options.eps);
   FP8KIT_CHECK_ARG(!options.column_major_scales || x_in.dim() == 2, "{}: column-major scales need a 2-D `x`, got {}",
                    kOp, x_in.description());
+  FP8KIT_CHECK_ARG(!options.tma_aligned_scales || options.column_major_scales,
+                   "{}: `tma_aligned_scales` needs `column_major_scales`", kOp);
   if (options.output.defined()) {
     require_output(kOp, options.output, "output", options.out_dtype, x_in.shape(), x_in.device());
   }
 
   // Leading dimensions that do not collapse into rows with one stride are copied once.
   std::optional<int64_t> row_stride = collapsed_row_stride(x_in);
-  const Tensor x = row_stride ? x_in : x_in.contiguous();
+  const Tensor x = row_stride ? x_in : contiguous_on(x_in, options.stream);
   if (!row_stride) row_stride = k;
   const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
   const int64_t groups = k / g;
 
   QuantResult result;
   result.q = options.output.defined() ? options.output : Tensor::empty(x.shape(), options.out_dtype, x.device());
+  // Column-major: stored [K/g, M_pad] and viewed as [M, K/g] with strides (1, M_pad), the layout
+  // block GEMMs read; M_pad = M, or M rounded up to 4 floats so that every column starts 16-byte
+  // aligned for a TMA load (DeepGEMM's get_col_major_tma_aligned_tensor).
+  const int64_t m_pad = options.tma_aligned_scales ? (rows + 3) / 4 * 4 : rows;
   if (options.column_major_scales) {
-    // Stored [K/g, M] and viewed as [M, K/g] with strides (1, M): the layout block GEMMs read.
-    result.scale = Tensor::empty({groups, rows}, DType::kF32, x.device()).t();
+    result.scale = Tensor::empty({groups, m_pad}, DType::kF32, x.device()).narrow(1, 0, rows).t();
   } else {
     Shape scale_shape = x.shape();
     scale_shape.back() = groups;
@@ -142,12 +148,12 @@ QuantResult per_token_group_quant(const Tensor& x_in, const PerTokenGroupQuantOp
   args.out_row_stride = k;
   args.scale = static_cast<float*>(result.scale.data_ptr());
   args.scale_row_stride = options.column_major_scales ? 1 : groups;
-  args.scale_group_stride = options.column_major_scales ? rows : 1;
+  args.scale_group_stride = options.column_major_scales ? m_pad : 1;
   args.group_size = g;
   args.eps = options.eps;
   args.fp8_max = fp8_quant_max(options.out_dtype);
   args.use_ue8m0 = options.use_ue8m0;
-  route(kOp, x.device(), args, per_token_group_quant_ref);
+  route(kOp, x.device(), args, per_token_group_quant_ref, per_token_group_quant_cuda, options.stream);
   return result;
 }
 

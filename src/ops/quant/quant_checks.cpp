@@ -8,7 +8,9 @@ void require_defined(std::string_view op, const Tensor& t, std::string_view name
 }
 
 void require_backend(std::string_view op, Device device) {
+#if !FP8KIT_WITH_CUDA
   FP8KIT_CHECK(!device.is_cuda(), ErrorCode::kUnsupported, "{}: fp8kit was built without CUDA", op);
+#endif
 }
 
 void require_same_device(std::string_view op, const Tensor& t, std::string_view name, const Tensor& ref,
@@ -48,6 +50,13 @@ void require_output(std::string_view op, const Tensor& out, std::string_view nam
   FP8KIT_CHECK_ARG(out.is_contiguous(), "{}: `{}` must be contiguous", op, name);
   FP8KIT_CHECK_ARG(out.device() == device, "{}: `{}` is on {} but the input is on {}", op, name, out.device().str(),
                    device.str());
+}
+
+Tensor contiguous_on(const Tensor& t, Stream stream) {
+  if (t.is_contiguous()) return t;
+  Tensor copy = Tensor::empty(t.shape(), t.dtype(), t.device());
+  copy.copy_(t, stream);
+  return copy;
 }
 
 std::optional<int64_t> collapsed_row_stride(const Tensor& t) {

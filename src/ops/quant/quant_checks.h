@@ -5,9 +5,15 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 
 #include "core/check.h"
+#include "fp8kit/stream.h"
 #include "fp8kit/tensor.h"
+
+#if FP8KIT_WITH_CUDA
+#include "core/cuda/device_guard.h"
+#endif
 
 namespace fp8kit::ops::detail {
 
@@ -28,16 +34,28 @@ void require_f32_scalar(std::string_view op, const Tensor& t, std::string_view n
 void require_output(std::string_view op, const Tensor& out, std::string_view name, DType dtype, const Shape& shape,
                     Device device);
 
+// `t` itself when contiguous, else a contiguous copy made on `stream` (so the kernel that reads it
+// next, queued on the same stream, sees the copy complete).
+Tensor contiguous_on(const Tensor& t, Stream stream);
+
 // The stride between consecutive rows (elements [..., :]) when the leading dimensions of `t`
 // collapse into one; nullopt when they do not (then the caller copies). A tensor of at most one
 // row reports size(-1).
 std::optional<int64_t> collapsed_row_stride(const Tensor& t);
 
 // The one place where a quantization op picks its backend: the CPU reference, or in a CUDA build
-// the launcher from quant_cuda.cu that takes the same args.
+// the launcher of quant_cuda.h that takes the same args, on `stream`, with the tensor's device
+// current. A CPU-only build names the launchers as null pointers, never called.
 template <typename Args>
-void route(std::string_view op, Device device, const Args& args, void (*cpu_ref)(const Args&)) {
+void route(std::string_view op, Device device, const Args& args, void (*cpu_ref)(const Args&),
+           std::type_identity_t<void (*)(const Args&, Stream)> cuda_launcher, Stream stream) {
   if (device.is_cpu()) return cpu_ref(args);
+#if FP8KIT_WITH_CUDA
+  if (device.is_cuda()) {
+    cuda::DeviceGuard guard(device.index);
+    return cuda_launcher(args, stream);
+  }
+#endif
   require_backend(op, device);
   fail(ErrorCode::kInternal, "{}: no backend for {}", op, device.str());
 }

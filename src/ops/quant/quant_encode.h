@@ -4,6 +4,8 @@
 // tests/cpu/test_quant_encode.cpp checks on every 16-bit input and every fp8 rounding boundary.
 #pragma once
 
+#include <cmath>
+
 #include "fp8kit/fp8.h"
 
 namespace fp8kit::ops {
@@ -74,6 +76,79 @@ FP8KIT_HOST_DEVICE uint8_t quantize_fp8(float v, float max) {
   const int32_t code = steps + ((e - kMinNormalBiasedExp) << F::kManBits);
   if (F::kFnuz) sign = code == 0 ? 0 : sign;  // fnuz has no negative zero
   return uint8_t(sign | code);
+}
+
+// x / s, correctly rounded, for many x and one s with its reciprocal z = 1.0f / s (correctly
+// rounded) computed once: q = x * z is within 1.5 ulp of x / s; one correction with the exact
+// residual q * s - x (one FMA) makes it faithful; a second is Markstein's theorem (z within half
+// an ulp of 1/s, q within one ulp of x/s: fl(q + (x - q s) z) = fl(x / s); see Brisebarre, Muller
+// and Raina, "Accelerating correctly rounded floating-point division when the divisor is known in
+// advance", IEEE TC 2004). Five floating-point operations instead of a division's ~13 issue
+// slots on the GPU (reciprocal, FCHK and its branch each time). The theorem needs no underflow or
+// overflow on the way: divisor_is_regular() checks that for a whole run; where it fails, divide.
+// The residual is formed as q * s - x and subtracted so that x = -0 gives -0.
+// tests/cpu/test_quant_encode.cpp compares it with x / s on dense samples.
+FP8KIT_HOST_DEVICE float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fmaf(a, b, c);
+#endif
+}
+FP8KIT_HOST_DEVICE float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+FP8KIT_HOST_DEVICE float divide_with_reciprocal(float x, float s, float z) {
+  float q = mul_rn(x, z);
+  float r = fma_rn(q, s, -x);
+  q = fma_rn(-r, z, q);
+  r = fma_rn(q, s, -x);
+  return fma_rn(-r, z, q);
+}
+
+// Whether divide_with_reciprocal(x, s, z) quantizes as x / s does for every x with |x| <= amax
+// (NaN included; an infinite amax fails): s and z within 2^+-60 and |x / s| below 2^100 keep
+// every intermediate normal wherever the quotient can reach a nonzero e4m3 code (|x / s| >=
+// 2^-12), so the quotients are equal there; smaller ones may lose low bits to underflow but stay
+// below 2^-11 with the sign of x / s, which every e4m3 format rounds to the zero of that sign.
+FP8KIT_HOST_DEVICE bool divisor_is_regular(float s, float z, float amax) {
+  return s >= 0x1p-60f && s <= 0x1p60f && mul_rn(amax, z) <= 0x1p100f;
+}
+
+// Four quantize_fp8 results packed into a word, element 0 in the low byte: the form the CUDA
+// kernels store. On GPUs with FP8 conversions (sm_89 and later) the integer path above would
+// saturate the 32-bit integer pipes (~14 operations per element, 64 lanes per clock per SM: less
+// than the 1.4 G elements/ms a bf16 stream needs), so device code there clamps with the spec's
+// own fmaxf(-max, fminf(v, max)) (NaN gives +max, as above) and rounds with the hardware's
+// cvt.rn.satfinite.e4m3x2.f32, round to nearest even like the integer path. e4m3fnuz is the
+// e4m3fn code of 2v (the same bits at half the value; exact) with 0x80 (-0) sent to 0.
+// tests/gpu/test_quant_encode_cuda.cpp checks both against this host path on every rounding
+// boundary of every binade.
+template <typename F>
+FP8KIT_HOST_DEVICE uint32_t quantize_fp8x4(float v0, float v1, float v2, float v3, float max) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  static_assert(F::kManBits == 3 && !F::kHasInf, "e4m3 formats only");
+  // 2v of an fnuz max above 224 would pass e4m3fn's 448: such a max takes the integer path.
+  if (!F::kFnuz || max <= 224.0f) {
+    auto clamp = [max](float v) {
+      const float c = fmaxf(-max, fminf(v, max));
+      return F::kFnuz ? __fmul_rn(c, 2.0f) : c;
+    };
+    uint16_t lo, hi;  // cvt puts its first operand in the high byte
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(clamp(v1)), "f"(clamp(v0)));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(clamp(v3)), "f"(clamp(v2)));
+    uint32_t word = uint32_t(lo) | (uint32_t(hi) << 16);
+    if (F::kFnuz) word &= ~__vcmpeq4(word, 0x80808080u);  // no negative zero in fnuz
+    return word;
+  }
+#endif
+  return uint32_t(quantize_fp8<F>(v0, max)) | (uint32_t(quantize_fp8<F>(v1, max)) << 8) |
+         (uint32_t(quantize_fp8<F>(v2, max)) << 16) | (uint32_t(quantize_fp8<F>(v3, max)) << 24);
 }
 
 }  // namespace fp8kit::ops

@@ -7,6 +7,7 @@
 
 #include "fp8kit/ops/quant.h"
 #include "ops/quant/quant_checks.h"
+#include "ops/quant/quant_cuda.h"
 #include "ops/quant/quant_ref.h"
 
 namespace fp8kit::ops {
@@ -55,7 +56,7 @@ QuantResult quantize_weight(std::string_view op, const Tensor& w, const WeightQu
   args.block_k = block_k;
   args.fp8_max = fp8_quant_max(options.out_dtype);
   args.ue8m0_scales = options.ue8m0_scales;
-  route(op, w.device(), args, quantize_weight_ref);
+  route(op, w.device(), args, quantize_weight_ref, quantize_weight_cuda, options.stream);
   return result;
 }
 
@@ -79,7 +80,7 @@ QuantResult quantize_weight_block(const Tensor& w, int64_t block_n, int64_t bloc
 }
 
 Tensor dequantize_weight(const Tensor& q, const Tensor& scale, DType out_dtype,
-                         std::optional<std::pair<int64_t, int64_t>> block) {
+                         std::optional<std::pair<int64_t, int64_t>> block, Stream stream) {
   constexpr std::string_view kOp = "dequantize_weight";
   require_defined(kOp, q, "q");
   require_defined(kOp, scale, "scale");
@@ -128,11 +129,11 @@ Tensor dequantize_weight(const Tensor& q, const Tensor& scale, DType out_dtype,
   args.q_stride_k = q.stride(1);
   args.out = out.data_ptr();
   args.out_dtype = out_dtype;
-  route(kOp, q.device(), args, dequantize_ref);
+  route(kOp, q.device(), args, dequantize_ref, dequantize_cuda, stream);
   return out;
 }
 
-Tensor per_tensor_dequantize(const Tensor& q_in, const Tensor& scale) {
+Tensor per_tensor_dequantize(const Tensor& q_in, const Tensor& scale, Stream stream) {
   constexpr std::string_view kOp = "per_tensor_dequantize";
   require_defined(kOp, q_in, "q");
   require_same_device(kOp, scale, "scale", q_in, "q");
@@ -140,7 +141,7 @@ Tensor per_tensor_dequantize(const Tensor& q_in, const Tensor& scale) {
   FP8KIT_CHECK_ARG(is_fp8(q_in.dtype()), "{}: `q` must be an FP8 tensor, got {}", kOp, q_in.description());
   require_f32_scalar(kOp, scale, "scale");
   std::optional<int64_t> row_stride = detail::collapsed_row_stride(q_in);
-  const Tensor q = row_stride ? q_in : q_in.contiguous();
+  const Tensor q = row_stride ? q_in : contiguous_on(q_in, stream);
   const int64_t k = q.dim() == 0 ? 1 : q.size(-1);
 
   Tensor out = Tensor::empty(q.shape(), DType::kF16, q.device());
@@ -159,12 +160,12 @@ Tensor per_tensor_dequantize(const Tensor& q_in, const Tensor& scale) {
   args.block_k = std::max<int64_t>(k, 1);
   args.out = out.data_ptr();
   args.out_dtype = DType::kF16;
-  route(kOp, q.device(), args, dequantize_ref);
+  route(kOp, q.device(), args, dequantize_ref, dequantize_cuda, stream);
   return out;
 }
 
 RequantizeResult requantize_with_max_scale(const Tensor& weight, const Tensor& weight_scale_in,
-                                           const std::vector<int64_t>& logical_widths) {
+                                           const std::vector<int64_t>& logical_widths, Stream stream) {
   constexpr std::string_view kOp = "requantize_with_max_scale";
   require_defined(kOp, weight, "weight");
   require_defined(kOp, weight_scale_in, "weight_scale");
@@ -186,7 +187,7 @@ RequantizeResult requantize_with_max_scale(const Tensor& weight, const Tensor& w
   FP8KIT_CHECK_ARG(total == weight.size(0), "{}: `logical_widths` sum to {} but `weight` has {} rows", kOp, total,
                    weight.size(0));
 
-  const Tensor weight_scale = weight_scale_in.contiguous();
+  const Tensor weight_scale = contiguous_on(weight_scale_in, stream);
   RequantizeResult result{Tensor::empty({}, DType::kF32, weight.device()), weight};
   RequantizeArgs args;
   args.weight = static_cast<uint8_t*>(weight.data_ptr());
@@ -200,12 +201,12 @@ RequantizeResult requantize_with_max_scale(const Tensor& weight, const Tensor& w
   args.num_shards = shards;
   args.max_scale = static_cast<float*>(result.max_scale.data_ptr());
   args.fp8_max = fp8_quant_max(weight.dtype());
-  route(kOp, weight.device(), args, requantize_with_max_scale_ref);
+  route(kOp, weight.device(), args, requantize_with_max_scale_ref, requantize_with_max_scale_cuda, stream);
   return result;
 }
 
 FnuzResult normalize_e4m3fn_to_e4m3fnuz(const Tensor& weight_in, const Tensor& weight_scale_in,
-                                        const Tensor& input_scale_in) {
+                                        const Tensor& input_scale_in, Stream stream) {
   constexpr std::string_view kOp = "normalize_e4m3fn_to_e4m3fnuz";
   require_defined(kOp, weight_in, "weight");
   require_defined(kOp, weight_scale_in, "weight_scale");
@@ -219,9 +220,9 @@ FnuzResult normalize_e4m3fn_to_e4m3fnuz(const Tensor& weight_in, const Tensor& w
   FP8KIT_CHECK_ARG(!input_scale_in.defined() || input_scale_in.dtype() == DType::kF32,
                    "{}: `input_scale` must be f32, got {}", kOp, input_scale_in.description());
 
-  const Tensor weight = weight_in.contiguous();
-  const Tensor weight_scale = weight_scale_in.contiguous();
-  const Tensor input_scale = input_scale_in.defined() ? input_scale_in.contiguous() : Tensor();
+  const Tensor weight = contiguous_on(weight_in, stream);
+  const Tensor weight_scale = contiguous_on(weight_scale_in, stream);
+  const Tensor input_scale = input_scale_in.defined() ? contiguous_on(input_scale_in, stream) : Tensor();
   FnuzResult result;
   result.weight = Tensor::empty(weight.shape(), DType::kE4M3FNUZ, weight.device());
   result.weight_scale = Tensor::empty(weight_scale.shape(), DType::kF32, weight.device());
@@ -239,7 +240,7 @@ FnuzResult normalize_e4m3fn_to_e4m3fnuz(const Tensor& weight_in, const Tensor& w
     args.input_scale_out = static_cast<float*>(result.input_scale.data_ptr());
     args.input_scale_numel = input_scale.numel();
   }
-  route(kOp, weight.device(), args, normalize_e4m3fn_to_e4m3fnuz_ref);
+  route(kOp, weight.device(), args, normalize_e4m3fn_to_e4m3fnuz_ref, normalize_e4m3fn_to_e4m3fnuz_cuda, stream);
   return result;
 }
 

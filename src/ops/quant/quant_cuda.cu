@@ -1,0 +1,205 @@
+// Launchers of scaled_fp8_quant and per_token_group_quant (kernels: quant_kernels.cuh; reference:
+// quant_ref.cpp), and the per-tensor and per-row launches the weight launchers share. Each picks
+// the kernel for the shape and alignment, sizes the grid to at most one wave of the GPU and
+// checks the launch; nothing here waits for the device.
+// Tests: tests/gpu/test_quant_*_cuda.cpp; benchmark: bench/bench_quant.
+#include "ops/quant/quant_cuda.h"
+#include "ops/quant/quant_launch.cuh"
+
+namespace fp8kit::ops {
+
+using namespace kernels;
+
+namespace launch {
+
+Region input_region(const void* p, size_t element_size, int64_t m, int64_t k, int64_t row_stride, int64_t col_stride) {
+  if (col_stride == 1 && (m <= 1 || row_stride == k)) return {m == 0 ? 0 : 1, m * k, 0, 1, aligned(p, 16)};
+  return {m, k, row_stride, col_stride, col_stride == 1 && rows_aligned(p, row_stride, element_size, m, 16)};
+}
+
+void launch_absmax(DType in_dtype, const Region& in, const void* p, float fp8_max, float* result, cudaStream_t stream) {
+  if (in.rows * in.cols == 0) return;
+  const AbsmaxParams params{p, in.row_stride, in.col_stride, in.rows, in.cols, in.vec, fp8_max, result};
+  dispatch_float(in_dtype, [&](auto t) {
+    constexpr auto kernel = absmax_kernel<decltype(t)>;
+    kernel<<<grid_for<kernel>(in.rows * ceil_div(in.cols, kChunk)), kThreads, 0, stream>>>(params);
+    FP8KIT_CHECK_LAUNCH(stream, "absmax_kernel");
+  });
+}
+
+void launch_per_tensor_quant(DType in_dtype, DType out_dtype, PerTensorQuantParams p, int64_t m, int64_t k,
+                             int64_t in_row_stride, int64_t out_rows, int64_t out_row_stride, cudaStream_t stream) {
+  dispatch_input_and_format(in_dtype, out_dtype, [&](auto t, auto f) {
+    using T = decltype(t);
+    using F = decltype(f);
+    const bool flat_in = p.in_col_stride == 1 && (m <= 1 || in_row_stride == k);
+    const bool flat_out = out_rows <= 1 || out_row_stride == k;
+    if (flat_in && flat_out) {
+      // Both sides contiguous: one row of out_rows * k codes, of which the first m * k quantize.
+      p.in_row_stride = 0;
+      p.out_row_stride = 0;
+      p.rows = out_rows == 0 ? 0 : 1;
+      p.cols = out_rows * k;
+      p.in_rows = p.rows;
+      p.in_cols = m * k;
+      p.vec_in = aligned(p.in, 16);
+      p.vec_out = aligned(p.out, 16);
+    } else {
+      p.in_row_stride = in_row_stride;
+      p.out_row_stride = out_row_stride;
+      p.rows = out_rows;
+      p.cols = k;
+      p.in_rows = m;
+      p.in_cols = k;
+      p.vec_in = p.in_col_stride == 1 && rows_aligned(p.in, in_row_stride, sizeof(T), m, 16);
+      p.vec_out = rows_aligned(p.out, out_row_stride, 1, out_rows, 16);
+    }
+    if (p.rows * p.cols == 0) return;
+    constexpr auto kernel = per_tensor_quant_kernel<T, F>;
+    kernel<<<grid_for<kernel>(p.rows * ceil_div(p.cols, kChunk)), kThreads, 0, stream>>>(p);
+    FP8KIT_CHECK_LAUNCH(stream, "per_tensor_quant_kernel");
+  });
+}
+
+namespace {
+
+template <auto kKernel>
+void launch_rows(const RowQuantParams& p, int64_t rows_per_block, cudaStream_t stream) {
+  kKernel<<<grid_for_units<kKernel>(ceil_div(p.out_rows, rows_per_block)), kThreads, 0, stream>>>(p);
+  FP8KIT_CHECK_LAUNCH(stream, "row_quant_kernel");
+}
+
+// A warp per row up to 2048 columns, the block per row up to 16384 (32768 for 16-bit inputs),
+// the row held in registers; longer rows are read twice.
+template <typename T, typename F>
+void launch_row_quant_typed(const RowQuantParams& p, cudaStream_t stream) {
+  constexpr int64_t kWarpRow = 32 * kChunk, kBlockRow = kThreads * kChunk;
+  const int64_t k = p.cols;
+  if (k <= kWarpRow) return launch_rows<row_quant_kernel<T, F, 32, 1>>(p, kWarps, stream);
+  if (k <= 2 * kWarpRow) return launch_rows<row_quant_kernel<T, F, 32, 2>>(p, kWarps, stream);
+  if (k <= 4 * kWarpRow) return launch_rows<row_quant_kernel<T, F, 32, 4>>(p, kWarps, stream);
+  if (k <= kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 1>>(p, 1, stream);
+  if (k <= 2 * kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 2>>(p, 1, stream);
+  if (k <= 4 * kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 4>>(p, 1, stream);
+  if constexpr (sizeof(T) == 2) {
+    if (k <= 8 * kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 8>>(p, 1, stream);
+  }
+  launch_rows<row_quant_looped_kernel<T, F>>(p, 1, stream);
+}
+
+}  // namespace
+
+void launch_row_quant(DType in_dtype, DType out_dtype, const RowQuantParams& p, cudaStream_t stream) {
+  if (p.out_rows == 0) return;
+  dispatch_input_and_format(in_dtype, out_dtype,
+                            [&](auto t, auto f) { launch_row_quant_typed<decltype(t), decltype(f)>(p, stream); });
+}
+
+}  // namespace launch
+
+using namespace launch;
+
+namespace {
+
+template <auto kKernel>
+void launch_groups(const GroupQuantParams& p, int64_t threads, cudaStream_t stream) {
+  kKernel<<<grid_for<kKernel>(threads), kThreads, 0, stream>>>(p);
+  FP8KIT_CHECK_LAUNCH(stream, "group_quant_kernel");
+}
+
+// 16-byte rows and g = 32..256: kLanes = g / 8 lanes per group (group_quant_kernel); otherwise a
+// warp per group, element by element.
+template <typename T, typename F>
+void launch_group_quant(const PerTokenGroupQuantArgs& a, cudaStream_t stream) {
+  const int64_t groups_per_row = a.k / a.group_size, groups = a.rows * groups_per_row;
+  if (groups == 0) return;
+  const GroupQuantParams p{a.input,
+                           a.input_row_stride,
+                           static_cast<uint8_t*>(a.out),
+                           a.out_row_stride,
+                           a.scale,
+                           a.scale_row_stride,
+                           a.scale_group_stride,
+                           a.rows,
+                           groups_per_row,
+                           a.group_size,
+                           a.eps,
+                           a.fp8_max,
+                           a.use_ue8m0};
+  const bool vector_rows = rows_aligned(a.input, a.input_row_stride, sizeof(T), a.rows, 16) &&
+                           rows_aligned(a.out, a.out_row_stride, 1, a.rows, 8);
+  constexpr int64_t kUnroll = sizeof(T) == 4 ? 2 : 4;  // groups per lane per step, as the kernel
+  if (vector_rows) {
+    switch (a.group_size) {
+      case 32:
+        return launch_groups<group_quant_kernel<T, F, 4>>(p, ceil_div(groups * 4, kUnroll), stream);
+      case 64:
+        return launch_groups<group_quant_kernel<T, F, 8>>(p, ceil_div(groups * 8, kUnroll), stream);
+      case 128:
+        return launch_groups<group_quant_kernel<T, F, 16>>(p, ceil_div(groups * 16, kUnroll), stream);
+      case 256:
+        return launch_groups<group_quant_kernel<T, F, 32>>(p, ceil_div(groups * 32, kUnroll), stream);
+      default:
+        break;
+    }
+  }
+  launch_groups<group_quant_generic_kernel<T, F>>(p, groups * 32, stream);
+}
+
+}  // namespace
+
+void scaled_fp8_quant_cuda(const ScaledFp8QuantArgs& a, Stream stream) {
+  const cudaStream_t s = to_cuda(stream);
+  PerTensorQuantParams p{};
+  p.in = a.input;
+  p.in_col_stride = 1;
+  p.out = static_cast<uint8_t*>(a.out);
+  p.scale = a.scale;
+  p.fp8_max = a.fp8_max;
+  switch (a.mode) {
+    case ScaledQuantMode::kStatic:
+      launch_per_tensor_quant(a.in_dtype, a.out_dtype, p, a.m, a.k, a.input_row_stride, a.out_rows, a.out_row_stride,
+                              s);
+      break;
+    case ScaledQuantMode::kDynamicPerTensor: {
+      // The scale is reduced on the device and read there by the second kernel: no host round
+      // trip, so the three steps capture into a CUDA graph.
+      FP8KIT_CUDA_CHECK(cudaMemsetAsync(a.scale, 0, sizeof(float), s));
+      const size_t element_size = dtype_size(a.in_dtype);
+      launch_absmax(a.in_dtype, input_region(a.input, element_size, a.m, a.k, a.input_row_stride, 1), a.input,
+                    a.fp8_max, a.scale, s);
+      p.reverse = true;
+      launch_per_tensor_quant(a.in_dtype, a.out_dtype, p, a.m, a.k, a.input_row_stride, a.out_rows, a.out_row_stride,
+                              s);
+      break;
+    }
+    case ScaledQuantMode::kDynamicPerToken: {
+      const size_t element_size = dtype_size(a.in_dtype);
+      RowQuantParams r{};
+      r.in = a.input;
+      r.in_row_stride = a.input_row_stride;
+      r.in_col_stride = 1;
+      r.out = static_cast<uint8_t*>(a.out);
+      r.out_row_stride = a.out_row_stride;
+      r.scale = a.scale;
+      r.rows = a.m;
+      r.out_rows = a.out_rows;
+      r.cols = a.k;
+      r.scale_ub = a.scale_ub;
+      r.fp8_max = a.fp8_max;
+      r.floor = a.min_scaling_factor;
+      r.ue8m0 = false;
+      r.vec_in = rows_aligned(a.input, a.input_row_stride, element_size, a.m, 16);
+      r.vec_out = rows_aligned(a.out, a.out_row_stride, 1, a.out_rows, 16);
+      launch_row_quant(a.in_dtype, a.out_dtype, r, s);
+      break;
+    }
+  }
+}
+
+void per_token_group_quant_cuda(const PerTokenGroupQuantArgs& a, Stream stream) {
+  dispatch_input_and_format(a.in_dtype, a.out_dtype,
+                            [&](auto t, auto f) { launch_group_quant<decltype(t), decltype(f)>(a, to_cuda(stream)); });
+}
+
+}  // namespace fp8kit::ops

@@ -1,0 +1,312 @@
+// __global__ kernels of the activation quantization ops: scaled_fp8_quant (static, dynamic
+// per-tensor, dynamic per-token) and per_token_group_quant. Reference: quant_ref.cpp, bit-exact
+// on the same args (tests/gpu/test_quant_*.cpp). All are memory-bound; the floor of a call is
+// (bytes read + bytes written) / bandwidth: 64 MiB of bf16 to 32 MiB of e4m3 is 96 MiB, 23.6 us at
+// the H200's 4.27 TB/s copy rate; dynamic per-tensor reads its input twice (160 MiB, 39 us).
+#pragma once
+
+#include "ops/quant/quant_kernel_util.cuh"
+
+namespace fp8kit::ops::kernels {
+
+// ---- per-tensor scale: absmax, then quantize ------------------------------------------------
+
+// A [rows, cols] region of elements (in_col_stride 1 when vec). A contiguous tensor is passed as
+// one row of m * k elements, so its rows need not be 16-byte aligned.
+struct AbsmaxParams {
+  const void* in;
+  int64_t row_stride, col_stride;
+  int64_t rows, cols;
+  bool vec;  // whole chunks are 16-byte aligned: load them as vectors
+  float fp8_max;
+  float* result;  // atomicMax of fl(block absmax / fp8_max) as int bits; zero before the launch
+};
+
+// Spec 2.2 rule 2: fl(max|x| / FP8_MAX), NaN ignored. Division is monotonic, so the max over
+// blocks of fl(block max / FP8_MAX) equals fl(max / FP8_MAX); the values are >= 0, so their
+// float bits order as ints.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) absmax_kernel(const AbsmaxParams p) {
+  __shared__ uint32_t reduce_buffer[kWarps];
+  const T* in = static_cast<const T*>(p.in);
+  const int64_t per_row = ceil_div(p.cols, kChunk);
+  uint32_t m = 0;
+  if (global_thread() < p.rows * per_row) {  // no early return: every thread reaches block_max
+    for (GridCursor c(global_thread(), grid_threads(), per_row); c.row < p.rows; c.next()) {
+      const int64_t c0 = c.col * kChunk;
+      Elems<T, kChunk> e;
+      e.load(in + c.row * p.row_stride + c0 * p.col_stride, p.col_stride, run_length(p.cols - c0, kChunk), p.vec);
+      m = max(m, e.absmax_bits());
+    }
+  }
+  m = block_max(m, reduce_buffer);
+  if (threadIdx.x == 0) {
+    const float r = __fdiv_rn(abs_bits_to_float(m, T{}), p.fp8_max);
+    atomicMax(reinterpret_cast<int*>(p.result), __float_as_int(r));
+  }
+}
+
+// Output [rows, cols] (out_row_stride); output element (r, c) quantizes input element (r, c)
+// when r < in_rows and c < in_cols and is a zero code otherwise (padding rows; in the one-row
+// form of a contiguous tensor, the padding is the tail past in_cols = m * k).
+struct PerTensorQuantParams {
+  const void* in;
+  int64_t in_row_stride, in_col_stride;
+  uint8_t* out;
+  int64_t out_row_stride;
+  int64_t rows, cols, in_rows, in_cols;
+  // scaled_fp8_quant: the scale s itself. Weights: fl(amax / FP8_MAX), from which the kernel
+  // derives s = weight_scale(...) (quant_weight_ref.cpp).
+  const float* scale;
+  bool weight_scale_rule, ue8m0;
+  float fp8_max;
+  bool vec_in, vec_out;
+  // Walk the chunks last to first: after absmax_kernel walked them first to last, the tail it
+  // read last is the part still in L2.
+  bool reverse;
+};
+
+// Spec 2.2 rule 1: q = cvt(clamp(x * (1 / s))); s == 0 gives zero codes (spec 2.9 H2, as the
+// reference's memset).
+template <typename T, typename F>
+__global__ void __launch_bounds__(kThreads) per_tensor_quant_kernel(const PerTensorQuantParams p) {
+  const T* in = static_cast<const T*>(p.in);
+  float s = __ldg(p.scale);
+  if (p.weight_scale_rule) s = weight_scale(s, p.ue8m0);
+  const bool zero = s == 0.0f;
+  const float inv = __fdiv_rn(1.0f, s);
+  const int64_t per_row = ceil_div(p.cols, kChunk);
+  if (global_thread() >= p.rows * per_row) return;
+  for (GridCursor c(global_thread(), grid_threads(), per_row); c.row < p.rows; c.next()) {
+    const int64_t row = p.reverse ? p.rows - 1 - c.row : c.row;
+    const int64_t c0 = (p.reverse ? per_row - 1 - c.col : c.col) * kChunk;
+    const int n = run_length(p.cols - c0, kChunk);
+    int n_in = 0;
+    if (!zero && row < p.in_rows) n_in = run_length(p.in_cols - c0, n);
+    Codes<kChunk> q;
+    if (n_in > 0) {
+      Elems<T, kChunk> e;
+      e.load(in + row * p.in_row_stride + c0 * p.in_col_stride, p.in_col_stride, n_in, p.vec_in);
+      q = quantize_mul<F>(e, inv, p.fp8_max);
+      if (n_in < kChunk) zero_codes_from(q, n_in);
+    } else {
+      q.zero();
+    }
+    q.store(p.out + row * p.out_row_stride + c0, n, p.vec_out);
+  }
+}
+
+// ---- one scale per row: dynamic per-token, and per-channel weights ----------------------------
+
+struct RowQuantParams {
+  const void* in;
+  int64_t in_row_stride, in_col_stride;
+  uint8_t* out;
+  int64_t out_row_stride;
+  float* scale;                  // [out_rows], contiguous
+  int64_t rows, out_rows, cols;  // rows [rows, out_rows): zero codes and scale 1 (quant_ref.cpp)
+  const float* scale_ub;         // null: no bound
+  float fp8_max, floor;          // s = fmaxf(fminf(amax, *ub) / fp8_max, floor)
+  bool ue8m0;                    // then s = 2^ceil(log2 s)
+  bool vec_in, vec_out;
+};
+
+// Spec 2.2 rule 3 (floor = 1 / (FP8_MAX * 512)) and the per-channel weight rule (floor = FLT_MIN).
+__device__ __forceinline__ float row_scale(float amax, const RowQuantParams& p) {
+  const float bounded = p.scale_ub != nullptr ? fminf(amax, __ldg(p.scale_ub)) : amax;
+  const float s = fmaxf(__fdiv_rn(bounded, p.fp8_max), p.floor);
+  return p.ue8m0 ? ue8m0_round_up(s) : s;
+}
+
+// Thread t of a team of `team` threads writes the padding row `row`.
+__device__ __forceinline__ void write_padding_row(const RowQuantParams& p, int64_t row, int t, int team) {
+  Codes<kChunk> zero;
+  zero.zero();
+  uint8_t* o = p.out + row * p.out_row_stride;
+  for (int64_t c0 = int64_t(t) * kChunk; c0 < p.cols; c0 += int64_t(team) * kChunk) {
+    zero.store(o + c0, run_length(p.cols - c0, kChunk), p.vec_out);
+  }
+  if (t == 0) p.scale[row] = 1.0f;
+}
+
+// A team (a warp, or the whole block) per row, the row held in registers between the absmax and
+// the quantization: the input is read once. Thread t of the team holds chunks j * kTeam + t,
+// j < kSlots, so a warp's loads of one slot are contiguous. Needs cols <= kTeam * kSlots * 16.
+template <typename T, typename F, int kTeam, int kSlots>
+__global__ void __launch_bounds__(kThreads) row_quant_kernel(const RowQuantParams p) {
+  static_assert(kTeam == 32 || kTeam == kThreads, "a warp or the block per row");
+  constexpr int kTeams = kThreads / kTeam;
+  __shared__ uint32_t reduce_buffer[2][kWarps];
+  const T* in = static_cast<const T*>(p.in);
+  const int t = threadIdx.x % kTeam;
+  int parity = 0;
+  for (int64_t row = int64_t(blockIdx.x) * kTeams + threadIdx.x / kTeam; row < p.out_rows;
+       row += int64_t(gridDim.x) * kTeams) {
+    if (row >= p.rows) {  // the same branch for the whole team
+      write_padding_row(p, row, t, kTeam);
+      continue;
+    }
+    const T* x = in + row * p.in_row_stride;
+    Elems<T, kChunk> e[kSlots];
+    int n[kSlots];
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {
+      const int64_t c0 = (int64_t(j) * kTeam + t) * kChunk;
+      n[j] = run_length(p.cols - c0, kChunk);
+      e[j].load(x + c0 * p.in_col_stride, p.in_col_stride, n[j], p.vec_in);
+    }
+    float m = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) m = fmaxf(m, e[j].absmax());
+    if constexpr (kTeam == 32) {
+      m = lanes_max_abs<32>(m);
+    } else {
+      m = block_max_abs(m, reduce_buffer[parity]);
+      parity ^= 1;
+    }
+    const float s = row_scale(m, p);
+    if (t == 0) p.scale[row] = s;
+    const Divisor d = make_divisor(s, m);
+    uint8_t* o = p.out + row * p.out_row_stride;
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {
+      if (n[j] > 0) quantize_div<F>(e[j], d, p.fp8_max).store(o + (int64_t(j) * kTeam + t) * kChunk, n[j], p.vec_out);
+    }
+  }
+}
+
+// Rows too long for registers: a block per row reads it twice (the second time mostly from L2).
+template <typename T, typename F>
+__global__ void __launch_bounds__(kThreads) row_quant_looped_kernel(const RowQuantParams p) {
+  __shared__ uint32_t reduce_buffer[2][kWarps];
+  const T* in = static_cast<const T*>(p.in);
+  const int t = threadIdx.x;
+  int parity = 0;
+  for (int64_t row = blockIdx.x; row < p.out_rows; row += gridDim.x) {
+    if (row >= p.rows) {
+      write_padding_row(p, row, t, kThreads);
+      continue;
+    }
+    const T* x = in + row * p.in_row_stride;
+    float m = 0.0f;
+    for (int64_t c0 = int64_t(t) * kChunk; c0 < p.cols; c0 += int64_t(kThreads) * kChunk) {
+      Elems<T, kChunk> e;
+      e.load(x + c0 * p.in_col_stride, p.in_col_stride, run_length(p.cols - c0, kChunk), p.vec_in);
+      m = fmaxf(m, e.absmax());
+    }
+    m = block_max_abs(m, reduce_buffer[parity]);
+    parity ^= 1;
+    const float s = row_scale(m, p);
+    if (t == 0) p.scale[row] = s;
+    const Divisor d = make_divisor(s, m);
+    uint8_t* o = p.out + row * p.out_row_stride;
+    for (int64_t c0 = int64_t(t) * kChunk; c0 < p.cols; c0 += int64_t(kThreads) * kChunk) {
+      const int n = run_length(p.cols - c0, kChunk);
+      Elems<T, kChunk> e;
+      e.load(x + c0 * p.in_col_stride, p.in_col_stride, n, p.vec_in);
+      quantize_div<F>(e, d, p.fp8_max).store(o + c0, n, p.vec_out);
+    }
+  }
+}
+
+// ---- per_token_group_quant ------------------------------------------------------------------
+
+struct GroupQuantParams {
+  const void* in;
+  int64_t in_row_stride;
+  uint8_t* out;
+  int64_t out_row_stride;
+  float* scale;  // group (r, g) at r * scale_row_stride + g * scale_group_stride
+  int64_t scale_row_stride, scale_group_stride;
+  int64_t rows, groups_per_row, group_size;
+  float eps, fp8_max;
+  bool ue8m0;
+};
+
+// Spec 2.2 rule 4: s = fmaxf(amax, eps) / FP8_MAX, a power of two (rounded up) with ue8m0.
+__device__ __forceinline__ float group_scale(float amax, const GroupQuantParams& p) {
+  const float s = __fdiv_rn(fmaxf(amax, p.eps), p.fp8_max);
+  return p.ue8m0 ? ue8m0_round_up(s) : s;
+}
+
+// kLanes lanes per group of kLanes * 8 elements (g = 64: 8 lanes, 128: 16, 256: 32), 8 elements
+// per lane in one or two 16-byte loads; the group max is a shuffle max within the lanes. A warp
+// step covers kUnroll * 32 / kLanes consecutive groups, all loaded before the first is reduced.
+// Needs 16-byte aligned input rows and 8-byte aligned output rows.
+template <typename T, typename F, int kLanes>
+__global__ void __launch_bounds__(kThreads) group_quant_kernel(const GroupQuantParams p) {
+  constexpr int kGroupsPerWarp = 32 / kLanes;
+  constexpr int kUnroll = sizeof(T) == 4 ? 2 : 4;
+  constexpr int kStepGroups = kGroupsPerWarp * kUnroll;
+  const T* in = static_cast<const T*>(p.in);
+  const int lane = threadIdx.x % 32;
+  const int64_t gpr = p.groups_per_row;
+  // Group u of this lane in a step is the step's first group plus offset[u]; as (row, group)
+  // offsets, computed once.
+  int64_t d_row[kUnroll], d_group[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int offset = u * kGroupsPerWarp + lane / kLanes;
+    d_row[u] = offset / gpr;
+    d_group[u] = offset % gpr;
+  }
+  const int64_t lane_col = int64_t(lane % kLanes) * 8;
+  // The loop bound is the step's first group, the same for the whole warp: every lane takes part
+  // in every shuffle, and lanes past the last group only skip their loads and stores.
+  for (GridCursor c(global_thread() / 32 * kStepGroups, grid_threads() / 32 * kStepGroups, gpr); c.row < p.rows;
+       c.next()) {
+    Elems<T, 8> e[kUnroll];
+    int64_t row[kUnroll], group[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      row[u] = c.row + d_row[u];
+      group[u] = c.col + d_group[u];
+      if (group[u] >= gpr) {
+        group[u] -= gpr;
+        ++row[u];
+      }
+      if (row[u] < p.rows) {
+        e[u].load_vectors(in + row[u] * p.in_row_stride + group[u] * p.group_size + lane_col);
+      } else {
+        e[u].load_elements(in, 0, 0);  // zeros
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const float m = lanes_max_abs<kLanes>(e[u].absmax());
+      if (row[u] >= p.rows) continue;
+      const float s = group_scale(m, p);
+      if (lane % kLanes == 0) p.scale[row[u] * p.scale_row_stride + group[u] * p.scale_group_stride] = s;
+      Codes<8> q;
+      if (s == 0.0f) {
+        q.zero();  // eps underflowed: zero codes, as the reference
+      } else {
+        q = quantize_div<F>(e[u], make_divisor(s, m), p.fp8_max);
+      }
+      q.store_vector(p.out + row[u] * p.out_row_stride + group[u] * p.group_size + lane_col);
+    }
+  }
+}
+
+// Any group size and alignment: a warp per group, two passes over it, element by element.
+template <typename T, typename F>
+__global__ void __launch_bounds__(kThreads) group_quant_generic_kernel(const GroupQuantParams p) {
+  const T* in = static_cast<const T*>(p.in);
+  const int lane = threadIdx.x % 32;
+  const int64_t groups = p.rows * p.groups_per_row;
+  for (int64_t i = global_thread() / 32; i < groups; i += grid_threads() / 32) {
+    const int64_t row = i / p.groups_per_row, group = i % p.groups_per_row;
+    const T* x = in + row * p.in_row_stride + group * p.group_size;
+    uint32_t m = 0;
+    for (int64_t j = lane; j < p.group_size; j += 32) m = max(m, abs_bits(x[j]));
+    m = lanes_max<32>(m);
+    const float s = group_scale(abs_bits_to_float(m, T{}), p);
+    if (lane == 0) p.scale[row * p.scale_row_stride + group * p.scale_group_stride] = s;
+    uint8_t* q = p.out + row * p.out_row_stride + group * p.group_size;
+    for (int64_t j = lane; j < p.group_size; j += 32) {
+      q[j] = s == 0.0f ? uint8_t(0) : quantize_fp8<F>(__fdiv_rn(load_float(x[j]), s), p.fp8_max);
+    }
+  }
+}
+
+}  // namespace fp8kit::ops::kernels
