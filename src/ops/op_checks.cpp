@@ -1,5 +1,5 @@
-// Argument checks shared by the quantization entry points (see quant_checks.h).
-#include "ops/quant/quant_checks.h"
+// Argument checks shared by the op entry points (see op_checks.h).
+#include "ops/op_checks.h"
 
 namespace fp8kit::ops::detail {
 

@@ -1,5 +1,5 @@
-// Argument checks and backend routing shared by the quantization entry points (quant.cpp,
-// quant_weight.cpp). Every message starts with the op's name and names the argument.
+// Argument checks and backend routing shared by the op entry points (quant.cpp, quant_weight.cpp,
+// gemm.cpp). Every message starts with the op's name and names the argument.
 #pragma once
 
 #include <cstdint>

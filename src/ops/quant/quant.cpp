@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/quant/quant_checks.h"
+#include "ops/op_checks.h"
 #include "ops/quant/quant_cuda.h"
 #include "ops/quant/quant_ref.h"
 

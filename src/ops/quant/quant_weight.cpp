@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "fp8kit/ops/quant.h"
-#include "ops/quant/quant_checks.h"
+#include "ops/op_checks.h"
 #include "ops/quant/quant_cuda.h"
 #include "ops/quant/quant_ref.h"
 

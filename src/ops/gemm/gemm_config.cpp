@@ -1,0 +1,70 @@
+#include "ops/gemm/gemm_config.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace fp8kit::ops {
+
+const char* gemm_backend_name(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::kCublasLt: return "cublaslt";
+    case GemmBackend::kFallback: return "fallback";
+  }
+  return "unknown";
+}
+
+GemmDesc describe(const ScaledMmArgs& args, int arch) {
+  GemmDesc d;
+  d.m = args.m;
+  d.n = args.n;
+  d.k = args.k;
+  d.scale_a = args.scale_a_kind;
+  d.scale_b = args.scale_b_kind;
+  d.block_n = args.scale_a_kind == ScaleKind::kBlock ? args.block_n : 0;
+  d.block_k = args.scale_a_kind == ScaleKind::kBlock ? args.block_k : 0;
+  d.out_dtype = args.out_dtype;
+  d.bias = args.bias != nullptr;
+  d.arch = arch;
+  d.lda = args.lda;
+  d.ldb = args.ldb;
+  d.ldc = args.ldc;
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  d.pointers_16b_aligned = aligned(args.a) && aligned(args.b) && aligned(args.out) && (!args.bias || aligned(args.bias));
+  d.scale_a_column_major = args.sa_row_stride == 1 && args.sa_group_stride == args.m;
+  return d;
+}
+
+std::string cublaslt_rejects(const GemmDesc& d) {
+  if (d.arch < 89) return "no FP8 tensor cores before sm_89";
+  // FP8 matmul needs 16-byte aligned rows and bases; K, lda and ldb count bytes here.
+  if (d.k % 16 != 0) return "K is not a multiple of 16";
+  if (d.lda % 16 != 0 || d.ldb % 16 != 0) return "a row stride is not a multiple of 16 bytes";
+  const int64_t out_bytes = d.out_dtype == DType::kF32 ? 4 : 2;
+  if ((d.ldc * out_bytes) % 16 != 0) return "the output row stride is not a multiple of 16 bytes";
+  if (!d.pointers_16b_aligned) return "an operand is not 16-byte aligned";
+  const bool block = d.scale_a == ScaleKind::kBlock;
+  if (block) {
+    if (d.arch != 90) return "cuBLASLt's 128x128 block modes are used on sm_90 only";
+    if (d.block_n != 128 || d.block_k != 128) return "cuBLASLt's block modes are 1x128 x 128x128 only";
+    if (!d.scale_a_column_major) return "block activation scales must be [K/128, M] with M contiguous";
+    if (d.n % 128 != 0) return "N is not a multiple of 128 (block mode)";
+  }
+  return "";
+}
+
+GemmConfig select_gemm(const GemmDesc& d) {
+  const char* forced = std::getenv("FP8KIT_GEMM_BACKEND");
+  const std::string why_not_cublaslt = cublaslt_rejects(d);
+  if (forced != nullptr && std::strcmp(forced, "fallback") == 0) return {GemmBackend::kFallback, "forced"};
+  if (forced != nullptr && std::strcmp(forced, "cublaslt") == 0) {
+    FP8KIT_CHECK(why_not_cublaslt.empty(), ErrorCode::kUnsupported,
+                 "FP8KIT_GEMM_BACKEND=cublaslt cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_cublaslt);
+    return {GemmBackend::kCublasLt, ""};
+  }
+  if (why_not_cublaslt.empty()) return {GemmBackend::kCublasLt, ""};
+  return {GemmBackend::kFallback, "cublaslt: " + why_not_cublaslt};
+}
+
+}  // namespace fp8kit::ops

@@ -1,0 +1,239 @@
+// scaled_mm on the GPU against the CPU reference and an fp64 reference: every scaling, output
+// dtype and bias, cuBLASLt and the generic kernel (forced with FP8KIT_GEMM_BACKEND), ragged and
+// misaligned shapes, exact results on integer grids, poisoned outputs, run-to-run determinism.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "cpu/gemm_test_util.h"
+#include "fp8kit/ops/gemm.h"
+#include "fp8kit/ops/quant.h"
+
+namespace fp8kit {
+namespace {
+
+using namespace gemm_test;
+using ops::ScaledMmOptions;
+
+const Device kGpu = Device::cuda(0);
+
+struct Backend {
+  const char* name;  // value of FP8KIT_GEMM_BACKEND, or "" for automatic
+};
+
+class ForceBackend {
+ public:
+  explicit ForceBackend(const char* name) {
+    if (name[0] != '\0') setenv("FP8KIT_GEMM_BACKEND", name, 1);
+  }
+  ~ForceBackend() { unsetenv("FP8KIT_GEMM_BACKEND"); }
+};
+
+struct Problem {
+  Tensor a, b, sa, sb, bias;  // CPU tensors
+  std::optional<std::pair<int64_t, int64_t>> block;
+  DType out = DType::kBF16;
+};
+
+enum class Scaling { kTensor, kTokenChannel, kTokenTensor, kTensorChannel, kBlock };
+
+Problem make_problem(int64_t m, int64_t n, int64_t k, Scaling s, DType out, bool bias, std::mt19937& rng) {
+  Problem p;
+  p.a = random_e4m3(m, k, rng);
+  p.b = random_e4m3(n, k, rng);
+  p.out = out;
+  switch (s) {
+    case Scaling::kTensor: p.sa = random_scales({}, rng); p.sb = random_scales({}, rng); break;
+    case Scaling::kTokenChannel: p.sa = random_scales({m, 1}, rng); p.sb = random_scales({n}, rng); break;
+    case Scaling::kTokenTensor: p.sa = random_scales({m}, rng); p.sb = random_scales({1}, rng); break;
+    case Scaling::kTensorChannel: p.sa = random_scales({1}, rng); p.sb = random_scales({1, n}, rng); break;
+    case Scaling::kBlock: {
+      // Column-major activation scales, as per_token_group_quant writes them for block GEMMs.
+      const Tensor storage = random_scales({k / 128, m}, rng);
+      p.sa = storage.t();
+      p.sb = random_scales({(n + 127) / 128, k / 128}, rng);
+      p.block = std::make_pair(128, 128);
+      break;
+    }
+  }
+  if (bias) {
+    p.bias = Tensor::empty({n}, out);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = d(rng);
+      if (out == DType::kBF16) p.bias.data<BFloat16>()[j] = float_to_bf16(v);
+      if (out == DType::kF16) p.bias.data<Float16>()[j] = float_to_f16(v);
+      if (out == DType::kF32) p.bias.data<float>()[j] = v;
+    }
+  }
+  return p;
+}
+
+// Runs the problem on the GPU into a poisoned output (0xFF: NaN in every output dtype).
+Tensor run_gpu(const Problem& p) {
+  ScaledMmOptions o;
+  o.out_dtype = p.out;
+  o.block = p.block;
+  if (p.bias.defined()) o.bias = p.bias.to(kGpu);
+  o.output = Tensor::empty({p.a.size(0), p.b.size(0)}, p.out, kGpu);
+  o.output.fill_bytes_(0xff);
+  Tensor sa = p.sa.to(kGpu);
+  if (p.block) sa = p.sa.contiguous().t().contiguous().to(kGpu).t();  // keep the column-major layout
+  return ops::scaled_mm(p.a.to(kGpu), p.b.to(kGpu), sa, p.sb.to(kGpu), o).to(Device::cpu());
+}
+
+Tensor run_cpu(const Problem& p) {
+  ScaledMmOptions o;
+  o.out_dtype = p.out;
+  o.block = p.block;
+  o.bias = p.bias;
+  return ops::scaled_mm(p.a, p.b, p.sa, p.sb, o);
+}
+
+// Both results against each other: the GPU accumulates in another order (tensor cores, split K),
+// so the tolerance is in units of the output's rounding plus a small share of the sum of |terms|.
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  const double unit = got.dtype() == DType::kF32 ? 1e-6 : got.dtype() == DType::kF16 ? 1e-3 : 8e-3;
+  double rms = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) rms += std::pow(double(read_out(want, i)), 2);
+  rms = std::sqrt(rms / std::max<int64_t>(1, want.numel()));
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double g = read_out(got, i), w = read_out(want, i);
+    const bool ok = std::abs(g - w) <= 2 * unit * std::abs(w) + 1e-3 * rms;  // NaN fails
+    if (!ok) {
+      if (first < 0) first = i;
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << want.numel() << " differ; first at " << first << ": got "
+                    << (first >= 0 ? read_out(got, first) : 0) << " want " << (first >= 0 ? read_out(want, first) : 0);
+}
+
+const char* scaling_name(Scaling s) {
+  switch (s) {
+    case Scaling::kTensor: return "tensor";
+    case Scaling::kTokenChannel: return "token x channel";
+    case Scaling::kTokenTensor: return "token x tensor";
+    case Scaling::kTensorChannel: return "tensor x channel";
+    case Scaling::kBlock: return "block";
+  }
+  return "";
+}
+
+TEST(GemmCuda, EveryScalingDTypeBiasAndBackendMatchesTheReference) {
+  std::mt19937 rng(2026);
+  for (const Backend backend : {Backend{""}, Backend{"fallback"}}) {
+    ForceBackend force(backend.name);
+    for (Scaling s : {Scaling::kTensor, Scaling::kTokenChannel, Scaling::kTokenTensor, Scaling::kTensorChannel,
+                      Scaling::kBlock}) {
+      for (DType out : {DType::kBF16, DType::kF16, DType::kF32}) {
+        for (bool bias : {false, true}) {
+          for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 256, 256}, {16, 384, 512}, {129, 512, 1024}}) {
+            const Problem p = make_problem(m, n, k, s, out, bias, rng);
+            expect_close(run_gpu(p), run_cpu(p),
+                         std::string("backend '") + backend.name + "' " + scaling_name(s) + " out " + dtype_name(out) +
+                             (bias ? " bias" : "") + " m,n,k " + std::to_string(m) + "," + std::to_string(n) + "," +
+                             std::to_string(k));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmCuda, RaggedAndMisalignedShapesTakeTheGenericKernel) {
+  std::mt19937 rng(7);
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {3, 127, 129}, {129, 3, 4097}, {127, 129, 3}}) {
+    for (Scaling s : {Scaling::kTensor, Scaling::kTokenChannel}) {
+      const Problem p = make_problem(m, n, k, s, DType::kBF16, true, rng);
+      expect_close(run_gpu(p), run_cpu(p), std::string("ragged ") + scaling_name(s) + " m,n,k " + std::to_string(m) + "," +
+                                               std::to_string(n) + "," + std::to_string(k));
+    }
+  }
+  // b as the [K, N] column-major view and a narrowed a (row stride 160, K 128).
+  const Problem p = make_problem(8, 64, 160, Scaling::kTensor, DType::kF32, false, rng);
+  const Tensor a_gpu = p.a.to(kGpu).narrow(1, 0, 128);
+  const Tensor b_gpu = p.b.to(kGpu).narrow(1, 0, 128).contiguous().t();
+  ScaledMmOptions o;
+  o.out_dtype = DType::kF32;
+  const Tensor got = ops::scaled_mm(a_gpu, b_gpu, p.sa.to(kGpu), p.sb.to(kGpu), o).to(Device::cpu());
+  const Tensor want = ops::scaled_mm(p.a.narrow(1, 0, 128), p.b.narrow(1, 0, 128).contiguous(), p.sa, p.sb, o);
+  expect_close(got, want, "strided a, column-major b");
+}
+
+TEST(GemmCuda, ExactOnIntegerGrids) {
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> v(-3, 3), e(-3, 2);
+  // |partial sums| <= 256 * 9 < 2^12: exact even in the tensor cores' reduced-precision FP8
+  // accumulation (about 14 bits on Hopper).
+  const int64_t m = 64, n = 256, k = 256;
+  std::vector<float> av(m * k), bv(n * k);
+  for (float& x : av) x = float(v(rng));
+  for (float& x : bv) x = float(v(rng));
+  Problem p;
+  p.a = e4m3_from(av, m, k);
+  p.b = e4m3_from(bv, n, k);
+  p.out = DType::kF32;
+  auto pow2 = [&](const Shape& shape) {
+    Tensor t = Tensor::empty(shape, DType::kF32);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::ldexp(1.0f, e(rng));
+    return t;
+  };
+  for (const Backend backend : {Backend{""}, Backend{"fallback"}}) {
+    ForceBackend force(backend.name);
+    p.sa = pow2({m, 1});
+    p.sb = pow2({n});
+    p.block.reset();
+    const Tensor y1 = run_gpu(p), y_ref = run_cpu(p);
+    EXPECT_EQ(std::memcmp(y1.data_ptr(), y_ref.data_ptr(), y1.nbytes()), 0) << "token x channel, " << backend.name;
+    p.sa = pow2({k / 128, m}).t();
+    p.sb = pow2({n / 128, k / 128});
+    p.block = std::make_pair(128, 128);
+    const Tensor y2 = run_gpu(p), y2_ref = run_cpu(p);
+    EXPECT_EQ(std::memcmp(y2.data_ptr(), y2_ref.data_ptr(), y2.nbytes()), 0) << "block, " << backend.name;
+  }
+}
+
+TEST(GemmCuda, RunsAreBitwiseDeterministic) {
+  std::mt19937 rng(13);
+  for (Scaling s : {Scaling::kTensor, Scaling::kTokenChannel, Scaling::kBlock}) {
+    const Problem p = make_problem(256, 1024, 2048, s, DType::kBF16, true, rng);
+    const Tensor y1 = run_gpu(p), y2 = run_gpu(p);
+    EXPECT_EQ(std::memcmp(y1.data_ptr(), y2.data_ptr(), y1.nbytes()), 0) << scaling_name(s);
+  }
+}
+
+// Quantized by fp8kit on the GPU end to end (per-token-group activations, 128x128 weights), the
+// product stays within FP8's error of the bf16 product.
+TEST(GemmCuda, QuantizedLinearQualityAgainstBf16) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t m = 128, n = 512, k = 1024;
+  Tensor x = Tensor::empty({m, k}, DType::kBF16), w = Tensor::empty({n, k}, DType::kBF16);
+  for (int64_t i = 0; i < m * k; ++i) x.data<BFloat16>()[i] = float_to_bf16(nd(rng));
+  for (int64_t i = 0; i < n * k; ++i) w.data<BFloat16>()[i] = float_to_bf16(0.02f * nd(rng));
+  ops::PerTokenGroupQuantOptions g;
+  g.column_major_scales = true;
+  const ops::QuantResult xq = ops::per_token_group_quant(x.to(kGpu), g);
+  const ops::QuantResult wq = ops::quantize_weight_block(w.to(kGpu), 128, 128);
+  ScaledMmOptions o;
+  o.out_dtype = DType::kF32;
+  o.block = std::make_pair(128, 128);
+  const Tensor y = ops::scaled_mm(xq.q, wq.q, xq.scale, wq.scale, o).to(Device::cpu());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t kk = 0; kk < k; ++kk) s += double(bf16_to_float(x.data<BFloat16>()[i * k + kk])) * bf16_to_float(w.data<BFloat16>()[j * k + kk]);
+      num += std::pow(double(y.data<float>()[i * n + j]) - s, 2);
+      den += s * s;
+    }
+  }
+  const double err = std::sqrt(num / den);
+  EXPECT_TRUE(err <= 0.06) << err;
+}
+
+}  // namespace
+}  // namespace fp8kit

@@ -1,0 +1,59 @@
+// weight_only_mm on the GPU against the CPU reference: every weight scaling, both activation
+// dtypes, bias, ragged shapes, poisoned outputs.
+#include <gtest/gtest.h>
+
+#include "cpu/gemm_test_util.h"
+#include "fp8kit/ops/gemm.h"
+
+namespace fp8kit {
+namespace {
+
+using namespace gemm_test;
+
+TEST(WeightOnlyCuda, MatchesTheReference) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const Device gpu = Device::cuda(0);
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 256, 512}, {7, 129, 300}, {64, 384, 1024}}) {
+      Tensor x = Tensor::empty({m, k}, act);
+      for (int64_t i = 0; i < m * k; ++i) {
+        if (act == DType::kBF16) x.data<BFloat16>()[i] = float_to_bf16(nd(rng));
+        else x.data<Float16>()[i] = float_to_f16(nd(rng));
+      }
+      const Tensor w = random_e4m3(n, k, rng);
+      for (int scaling = 0; scaling < 3; ++scaling) {
+        ops::WeightOnlyMmOptions o;
+        Tensor scale;
+        if (scaling == 0) scale = random_scales({}, rng);
+        if (scaling == 1) scale = random_scales({n}, rng);
+        if (scaling == 2) {
+          scale = random_scales({(n + 127) / 128, (k + 127) / 128}, rng);
+          o.block = std::make_pair(128, 128);
+        }
+        Tensor bias = Tensor::empty({n}, act);
+        for (int64_t j = 0; j < n; ++j) {
+          if (act == DType::kBF16) bias.data<BFloat16>()[j] = float_to_bf16(nd(rng));
+          else bias.data<Float16>()[j] = float_to_f16(nd(rng));
+        }
+        o.bias = bias;
+        const Tensor want = ops::weight_only_mm(x, w, scale, o);
+        ops::WeightOnlyMmOptions og = o;
+        og.bias = bias.to(gpu);
+        og.output = Tensor::empty({m, n}, act, gpu);
+        og.output.fill_bytes_(0xff);  // NaN
+        const Tensor got = ops::weight_only_mm(x.to(gpu), w.to(gpu), scale.to(gpu), og).to(Device::cpu());
+        const double unit = act == DType::kBF16 ? 8e-3 : 1e-3;
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m * n; ++i) {
+          const double g = read_out(got, i), r = read_out(want, i);
+          bad += std::abs(g - r) <= 2 * unit * std::abs(r) + 1e-3 ? 0 : 1;  // NaN counts as bad
+        }
+        EXPECT_EQ(bad, 0) << dtype_name(act) << " scaling " << scaling << " m,n,k " << m << "," << n << "," << k;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fp8kit
