@@ -159,7 +159,7 @@ Tensor random_scales(int64_t count, DType dtype, uint32_t seed) {
     const float v = std::exp2(u(rng));
     switch (dtype) {
       case DType::kUE8M0:
-        t.data<uint8_t>()[i] = uint8_t(127 + int(std::floor(u(rng))));
+        t.data<Float8UE8M0>()[i] = Float8UE8M0{uint8_t(127 + int(std::floor(u(rng))))};
         break;
       case DType::kF32:
         t.data<float>()[i] = v;

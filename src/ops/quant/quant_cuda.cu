@@ -69,20 +69,28 @@ void launch_rows(const RowQuantParams& p, int64_t rows_per_block, cudaStream_t s
   FP8KIT_CHECK_LAUNCH(stream, "row_quant_kernel");
 }
 
-// A warp per row up to 2048 columns, the block per row up to 16384 (32768 for 16-bit inputs),
-// the row held in registers; longer rows are read twice.
+// The row in registers: a warp per row up to 2048 columns (4096 for 16-bit inputs), the block
+// per row up to 16384 (32768 for 16-bit inputs); longer rows are read twice. Rows of at most 32
+// registers per thread (two slots of f32, four of f16/bf16) prefetch the team's next row.
 template <typename T, typename F>
 void launch_row_quant_typed(const RowQuantParams& p, cudaStream_t stream) {
   constexpr int64_t kWarpRow = 32 * kChunk, kBlockRow = kThreads * kChunk;
+  constexpr bool k16 = sizeof(T) == 2;
   const int64_t k = p.cols;
-  if (k <= kWarpRow) return launch_rows<row_quant_kernel<T, F, 32, 1>>(p, kWarps, stream);
-  if (k <= 2 * kWarpRow) return launch_rows<row_quant_kernel<T, F, 32, 2>>(p, kWarps, stream);
-  if (k <= 4 * kWarpRow) return launch_rows<row_quant_kernel<T, F, 32, 4>>(p, kWarps, stream);
-  if (k <= kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 1>>(p, 1, stream);
-  if (k <= 2 * kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 2>>(p, 1, stream);
-  if (k <= 4 * kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 4>>(p, 1, stream);
-  if constexpr (sizeof(T) == 2) {
-    if (k <= 8 * kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 8>>(p, 1, stream);
+  if (k <= kWarpRow) return launch_rows<row_quant_kernel<T, F, 32, 1, true>>(p, kWarps, stream);
+  if (k <= 2 * kWarpRow) return launch_rows<row_quant_kernel<T, F, 32, 2, true>>(p, kWarps, stream);
+  if (k <= 4 * kWarpRow) return launch_rows<row_quant_kernel<T, F, 32, 4, k16>>(p, kWarps, stream);
+  if constexpr (k16) {
+    if (k <= 8 * kWarpRow) return launch_rows<row_quant_kernel<T, F, 32, 8, false>>(p, kWarps, stream);
+  } else {
+    if (k <= kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 1, true>>(p, 1, stream);
+  }
+  if (k <= 2 * kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 2, true>>(p, 1, stream);
+  if (k <= 4 * kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 4, k16>>(p, 1, stream);
+  if constexpr (k16) {
+    // 5 slots: 18432 columns (4.5 slots) without the registers of 8 (3 blocks per SM, not 2).
+    if (k <= 5 * kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 5, false>>(p, 1, stream);
+    if (k <= 8 * kBlockRow) return launch_rows<row_quant_kernel<T, F, kThreads, 8, false>>(p, 1, stream);
   }
   launch_rows<row_quant_looped_kernel<T, F>>(p, 1, stream);
 }
@@ -107,8 +115,9 @@ void launch_groups(const GroupQuantParams& p, int64_t threads, cudaStream_t stre
   FP8KIT_CHECK_LAUNCH(stream, "group_quant_kernel");
 }
 
-// 16-byte rows and g = 32..256: kLanes = g / 8 lanes per group (group_quant_kernel); otherwise a
-// warp per group, element by element.
+// 16-byte aligned rows, g = 32..256 and sizes that fit the vector kernel's 32-bit counters:
+// group_quant_kernel, g / (64 bytes of input) lanes per group; otherwise a warp per group, element
+// by element.
 template <typename T, typename F>
 void launch_group_quant(const PerTokenGroupQuantArgs& a, cudaStream_t stream) {
   const int64_t groups_per_row = a.k / a.group_size, groups = a.rows * groups_per_row;
@@ -126,19 +135,25 @@ void launch_group_quant(const PerTokenGroupQuantArgs& a, cudaStream_t stream) {
                            a.eps,
                            a.fp8_max,
                            a.use_ue8m0};
+  constexpr int64_t kElems = 64 / int64_t(sizeof(T));  // as group_quant_kernel
   const bool vector_rows = rows_aligned(a.input, a.input_row_stride, sizeof(T), a.rows, 16) &&
-                           rows_aligned(a.out, a.out_row_stride, 1, a.rows, 8);
-  constexpr int64_t kUnroll = sizeof(T) == 4 ? 2 : 4;  // groups per lane per step, as the kernel
-  if (vector_rows) {
+                           rows_aligned(a.out, a.out_row_stride, 1, a.rows, 16);
+  // The kernel's group cursor may run one grid of groups (at most 8 blocks per SM, a group per
+  // lane) past the end; strides and in-row offsets are uint32.
+  constexpr int64_t kU32 = int64_t(1) << 32;
+  const int64_t grid_groups = int64_t(8) * kThreads * sm_count();
+  const bool fits_u32 = groups + grid_groups < kU32 && a.k < kU32 && a.input_row_stride < kU32 &&
+                        a.out_row_stride < kU32 && a.scale_row_stride < kU32 && a.scale_group_stride < kU32;
+  if (vector_rows && fits_u32) {
     switch (a.group_size) {
       case 32:
-        return launch_groups<group_quant_kernel<T, F, 4>>(p, ceil_div(groups * 4, kUnroll), stream);
+        return launch_groups<group_quant_kernel<T, F, 32>>(p, ceil_div(groups * 32, kElems), stream);
       case 64:
-        return launch_groups<group_quant_kernel<T, F, 8>>(p, ceil_div(groups * 8, kUnroll), stream);
+        return launch_groups<group_quant_kernel<T, F, 64>>(p, ceil_div(groups * 64, kElems), stream);
       case 128:
-        return launch_groups<group_quant_kernel<T, F, 16>>(p, ceil_div(groups * 16, kUnroll), stream);
+        return launch_groups<group_quant_kernel<T, F, 128>>(p, ceil_div(groups * 128, kElems), stream);
       case 256:
-        return launch_groups<group_quant_kernel<T, F, 32>>(p, ceil_div(groups * 32, kUnroll), stream);
+        return launch_groups<group_quant_kernel<T, F, 256>>(p, ceil_div(groups * 256, kElems), stream);
       default:
         break;
     }

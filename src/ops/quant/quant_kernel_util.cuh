@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "fp8kit/dtype.h"
 #include "ops/quant/quant_encode.h"
 
 namespace fp8kit::ops::kernels {
@@ -106,30 +107,46 @@ struct Elems {
     for (int i = 0; i < N; ++i) m = max(m, get_abs_bits(i));
     return m;
   }
-  // The same maximum as a float, on the floating-point pipe: fmaxf ignores NaN and the widening
-  // is exact and monotonic, so fmaxf(0, |x_0|, |x_1|, ...) == abs_bits_to_float(absmax_bits()).
-  // Kernels that divide by a scale widen every element anyway.
+  // The same maximum as a float: fmaxf(0, |x_0|, |x_1|, ...), NaN ignored. 16-bit elements take
+  // a max of the packed magnitude bits, two per instruction (VIMNMX.U16x2), and only when that
+  // lands on a NaN pattern, the exact NaN-ignoring absmax_bits(); the elements are not widened
+  // here, so the quantization widens them from the raw words again instead of keeping N floats
+  // live across the reduction (which doubled the registers of the row and tile kernels). f32
+  // elements take fmaxf, which ignores NaN.
   __device__ __forceinline__ float absmax() const {
-    float m = 0.0f;
+    if constexpr (sizeof(T) == 2) {
+      constexpr uint32_t kLargestFinite = DTypeOf<T>::value == DType::kBF16 ? 0x7f80u : 0x7c00u;  // inf
+      uint32_t m = 0;
 #pragma unroll
-    for (int i = 0; i < N; ++i) m = fmaxf(m, fabsf(get_float(i)));
-    return m;
+      for (int i = 0; i < kWords; ++i) m = __vmaxu2(m, w[i] & 0x7fff7fffu);
+      uint32_t top = max(m & 0xffffu, m >> 16);
+      if (top > kLargestFinite) top = absmax_bits();  // a NaN in the run
+      return abs_bits_to_float(top, T{});
+    } else {
+      float m = 0.0f;
+#pragma unroll
+      for (int i = 0; i < N; ++i) m = fmaxf(m, fabsf(get_float(i)));
+      return m;
+    }
   }
 };
 
 // N FP8 codes packed four to a word, code 0 in the low byte.
 template <int N>
 struct Codes {
-  static_assert(N % 8 == 0, "8 or 16 codes");
+  static_assert(N == 8 || N % 16 == 0, "8 codes or whole 16-byte vectors");
   uint32_t w[N / 4];
 
   __device__ __forceinline__ void zero() {
 #pragma unroll
     for (int i = 0; i < N / 4; ++i) w[i] = 0;
   }
-  __device__ __forceinline__ void store_vector(uint8_t* p) const {  // p: N-byte aligned
-    if constexpr (N == 16) {
-      *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  __device__ __forceinline__ void store_vector(uint8_t* p) const {  // p: min(N, 16)-byte aligned
+    if constexpr (N % 16 == 0) {
+#pragma unroll
+      for (int i = 0; i < N / 16; ++i) {
+        reinterpret_cast<uint4*>(p)[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+      }
     } else {
       *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
     }
@@ -149,52 +166,74 @@ struct Codes {
   }
 };
 
-// q_i = cvt(clamp(x_i * inv)): spec 2.2 rule 1. __fmul_rn keeps the product a rounded product
-// (never contracted into a neighbouring add).
-template <typename F, typename T, int N>
-__device__ __forceinline__ Codes<N> quantize_mul(const Elems<T, N>& x, float inv, float fp8_max) {
+// The clamp bound FP8_MAX of a launch, with what the element and scale steps derive from it once
+// per thread: whether it is the format's top value (quantize_fp8x4's kTopMax: one clamp instead
+// of two) and its reciprocal (divide_by_fp8_max).
+struct Fp8Max {
+  float value, reciprocal;
+  bool top;
+};
+template <typename F>
+__device__ __forceinline__ Fp8Max make_fp8_max(float value) {
+  return {value, __frcp_rn(value), max_is_top<F>(value)};
+}
+
+// fl(a / FP8_MAX) for a >= 0 (the scale rules' dividend; inf allowed): Markstein's sequence of
+// divide_with_reciprocal where every intermediate is normal, which makes it the IEEE quotient
+// (a in [2^-90, FLT_MAX] and FP8_MAX in [1, 2^16]: checked on every float of the binades 2^-90
+// and 2^127 for 448 and 224, and scaling a by 2 scales every step exactly); __fdiv_rn elsewhere.
+// About 7 instructions instead of a division's ~12 and its slow-path branch.
+__device__ __forceinline__ float divide_by_fp8_max(float a, const Fp8Max& m) {
+  const bool regular = a >= 0x1p-90f && a <= FLT_MAX && m.value >= 1.0f && m.value <= 0x1p16f;
+  return regular ? divide_with_reciprocal(a, m.value, m.reciprocal) : __fdiv_rn(a, m.value);
+}
+
+// Codes of cvt(clamp(op(x_i))) for a run; kTopMax as quantize_fp8x4.
+template <typename F, bool kTopMax, typename T, int N, typename Op>
+__device__ __forceinline__ Codes<N> quantize_run(const Elems<T, N>& x, float fp8_max, Op op) {
   Codes<N> q;
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) {
-    q.w[i] = quantize_fp8x4<F>(__fmul_rn(x.get_float(4 * i), inv), __fmul_rn(x.get_float(4 * i + 1), inv),
-                               __fmul_rn(x.get_float(4 * i + 2), inv), __fmul_rn(x.get_float(4 * i + 3), inv), fp8_max);
+    q.w[i] = quantize_fp8x4<F, kTopMax>(op(x.get_float(4 * i)), op(x.get_float(4 * i + 1)),
+                                        op(x.get_float(4 * i + 2)), op(x.get_float(4 * i + 3)), fp8_max);
   }
   return q;
+}
+// The same with the clamp picked at run time (a uniform branch: every thread has the same max).
+template <typename F, typename T, int N, typename Op>
+__device__ __forceinline__ Codes<N> quantize_run(const Elems<T, N>& x, const Fp8Max& m, Op op) {
+  return m.top ? quantize_run<F, true>(x, m.value, op) : quantize_run<F, false>(x, m.value, op);
+}
+
+// q_i = cvt(clamp(x_i * inv)): spec 2.2 rule 1. __fmul_rn keeps the product a rounded product
+// (never contracted into a neighbouring add).
+template <typename F, typename T, int N>
+__device__ __forceinline__ Codes<N> quantize_mul(const Elems<T, N>& x, float inv, const Fp8Max& m) {
+  return quantize_run<F>(x, m, [inv](float v) { return __fmul_rn(v, inv); });
 }
 
 // A scale to divide by: s, its reciprocal and whether divide_with_reciprocal is exact for the
 // run it divides (quant_encode.h). Built once per row, group or tile from the run's absmax.
+// __frcp_rn is the IEEE reciprocal, the same value as 1.0f / s with fewer instructions.
 struct Divisor {
   float s, z;
   bool regular;
 };
 __device__ __forceinline__ Divisor make_divisor(float s, float amax) {
-  const float z = __fdiv_rn(1.0f, s);
+  const float z = __frcp_rn(s);
   return {s, z, divisor_is_regular(s, z, amax)};
 }
 
 // q_i = cvt(clamp(x_i / s)): spec 2.2 rules 3 and 4, IEEE division (computed with the hoisted
 // reciprocal where that is exact, with __fdiv_rn otherwise).
 template <typename F, typename T, int N>
-__device__ __forceinline__ Codes<N> quantize_div(const Elems<T, N>& x, const Divisor& d, float fp8_max) {
-  Codes<N> q;
+__device__ __forceinline__ Codes<N> quantize_div(const Elems<T, N>& x, const Divisor& d, const Fp8Max& m) {
   if (d.regular) {
-#pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-      q.w[i] = quantize_fp8x4<F>(divide_with_reciprocal(x.get_float(4 * i), d.s, d.z),
-                                 divide_with_reciprocal(x.get_float(4 * i + 1), d.s, d.z),
-                                 divide_with_reciprocal(x.get_float(4 * i + 2), d.s, d.z),
-                                 divide_with_reciprocal(x.get_float(4 * i + 3), d.s, d.z), fp8_max);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-      q.w[i] =
-          quantize_fp8x4<F>(__fdiv_rn(x.get_float(4 * i), d.s), __fdiv_rn(x.get_float(4 * i + 1), d.s),
-                            __fdiv_rn(x.get_float(4 * i + 2), d.s), __fdiv_rn(x.get_float(4 * i + 3), d.s), fp8_max);
-    }
+    const float s = d.s, z = d.z;
+    return quantize_run<F>(x, m, [s, z](float v) { return divide_with_reciprocal(v, s, z); });
   }
-  return q;
+  const float s = d.s;
+  return quantize_run<F>(x, m, [s](float v) { return __fdiv_rn(v, s); });
 }
 
 // Elements past `n` of a run get code 0 (they stand for padding, or for nothing).

@@ -75,6 +75,7 @@ __global__ void __launch_bounds__(kThreads) per_tensor_quant_kernel(const PerTen
   if (p.weight_scale_rule) s = weight_scale(s, p.ue8m0);
   const bool zero = s == 0.0f;
   const float inv = __fdiv_rn(1.0f, s);
+  const Fp8Max fp8_max = make_fp8_max<F>(p.fp8_max);
   const int64_t per_row = ceil_div(p.cols, kChunk);
   if (global_thread() >= p.rows * per_row) return;
   for (GridCursor c(global_thread(), grid_threads(), per_row); c.row < p.rows; c.next()) {
@@ -87,7 +88,7 @@ __global__ void __launch_bounds__(kThreads) per_tensor_quant_kernel(const PerTen
     if (n_in > 0) {
       Elems<T, kChunk> e;
       e.load(in + row * p.in_row_stride + c0 * p.in_col_stride, p.in_col_stride, n_in, p.vec_in);
-      q = quantize_mul<F>(e, inv, p.fp8_max);
+      q = quantize_mul<F>(e, inv, fp8_max);
       if (n_in < kChunk) zero_codes_from(q, n_in);
     } else {
       q.zero();
@@ -112,9 +113,9 @@ struct RowQuantParams {
 };
 
 // Spec 2.2 rule 3 (floor = 1 / (FP8_MAX * 512)) and the per-channel weight rule (floor = FLT_MIN).
-__device__ __forceinline__ float row_scale(float amax, const RowQuantParams& p) {
+__device__ __forceinline__ float row_scale(float amax, const RowQuantParams& p, const Fp8Max& fp8_max) {
   const float bounded = p.scale_ub != nullptr ? fminf(amax, __ldg(p.scale_ub)) : amax;
-  const float s = fmaxf(__fdiv_rn(bounded, p.fp8_max), p.floor);
+  const float s = fmaxf(divide_by_fp8_max(bounded, fp8_max), p.floor);
   return p.ue8m0 ? ue8m0_round_up(s) : s;
 }
 
@@ -132,28 +133,44 @@ __device__ __forceinline__ void write_padding_row(const RowQuantParams& p, int64
 // A team (a warp, or the whole block) per row, the row held in registers between the absmax and
 // the quantization: the input is read once. Thread t of the team holds chunks j * kTeam + t,
 // j < kSlots, so a warp's loads of one slot are contiguous. Needs cols <= kTeam * kSlots * 16.
-template <typename T, typename F, int kTeam, int kSlots>
+// With kPrefetch the team loads its next row before it reduces and quantizes this one, so its
+// loads stay in flight through the barrier and the arithmetic (a block per row of 4096 bf16
+// otherwise has nothing in flight for about half its time); it doubles the row's registers, so
+// only rows of up to 32 registers per thread take it.
+template <typename T, typename F, int kTeam, int kSlots, bool kPrefetch>
 __global__ void __launch_bounds__(kThreads) row_quant_kernel(const RowQuantParams p) {
   static_assert(kTeam == 32 || kTeam == kThreads, "a warp or the block per row");
   constexpr int kTeams = kThreads / kTeam;
   __shared__ uint32_t reduce_buffer[2][kWarps];
   const T* in = static_cast<const T*>(p.in);
   const int t = threadIdx.x % kTeam;
+  const Fp8Max fp8_max = make_fp8_max<F>(p.fp8_max);
+  const int64_t row_step = int64_t(gridDim.x) * kTeams;
+  Elems<T, kChunk> e[kSlots];
+  int n[kSlots];
+  auto load_row = [&](int64_t row, Elems<T, kChunk>(&dst)[kSlots], int(&len)[kSlots]) {
+    const T* x = in + row * p.in_row_stride;
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {
+      const int64_t c0 = (int64_t(j) * kTeam + t) * kChunk;
+      len[j] = run_length(p.cols - c0, kChunk);
+      dst[j].load(x + c0 * p.in_col_stride, p.in_col_stride, len[j], p.vec_in);
+    }
+  };
+  int64_t row = int64_t(blockIdx.x) * kTeams + threadIdx.x / kTeam;
+  if (kPrefetch && row < p.rows) load_row(row, e, n);
   int parity = 0;
-  for (int64_t row = int64_t(blockIdx.x) * kTeams + threadIdx.x / kTeam; row < p.out_rows;
-       row += int64_t(gridDim.x) * kTeams) {
+  for (; row < p.out_rows; row += row_step) {
     if (row >= p.rows) {  // the same branch for the whole team
       write_padding_row(p, row, t, kTeam);
       continue;
     }
-    const T* x = in + row * p.in_row_stride;
-    Elems<T, kChunk> e[kSlots];
-    int n[kSlots];
-#pragma unroll
-    for (int j = 0; j < kSlots; ++j) {
-      const int64_t c0 = (int64_t(j) * kTeam + t) * kChunk;
-      n[j] = run_length(p.cols - c0, kChunk);
-      e[j].load(x + c0 * p.in_col_stride, p.in_col_stride, n[j], p.vec_in);
+    Elems<T, kChunk> next[kSlots];
+    int next_n[kSlots];
+    if constexpr (kPrefetch) {
+      if (row + row_step < p.rows) load_row(row + row_step, next, next_n);
+    } else {
+      load_row(row, e, n);
     }
     float m = 0.0f;
 #pragma unroll
@@ -164,13 +181,20 @@ __global__ void __launch_bounds__(kThreads) row_quant_kernel(const RowQuantParam
       m = block_max_abs(m, reduce_buffer[parity]);
       parity ^= 1;
     }
-    const float s = row_scale(m, p);
+    const float s = row_scale(m, p, fp8_max);
     if (t == 0) p.scale[row] = s;
     const Divisor d = make_divisor(s, m);
     uint8_t* o = p.out + row * p.out_row_stride;
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) {
-      if (n[j] > 0) quantize_div<F>(e[j], d, p.fp8_max).store(o + (int64_t(j) * kTeam + t) * kChunk, n[j], p.vec_out);
+      if (n[j] > 0) quantize_div<F>(e[j], d, fp8_max).store(o + (int64_t(j) * kTeam + t) * kChunk, n[j], p.vec_out);
+    }
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) {
+        e[j] = next[j];
+        n[j] = next_n[j];
+      }
     }
   }
 }
@@ -181,6 +205,7 @@ __global__ void __launch_bounds__(kThreads) row_quant_looped_kernel(const RowQua
   __shared__ uint32_t reduce_buffer[2][kWarps];
   const T* in = static_cast<const T*>(p.in);
   const int t = threadIdx.x;
+  const Fp8Max fp8_max = make_fp8_max<F>(p.fp8_max);
   int parity = 0;
   for (int64_t row = blockIdx.x; row < p.out_rows; row += gridDim.x) {
     if (row >= p.rows) {
@@ -196,7 +221,7 @@ __global__ void __launch_bounds__(kThreads) row_quant_looped_kernel(const RowQua
     }
     m = block_max_abs(m, reduce_buffer[parity]);
     parity ^= 1;
-    const float s = row_scale(m, p);
+    const float s = row_scale(m, p, fp8_max);
     if (t == 0) p.scale[row] = s;
     const Divisor d = make_divisor(s, m);
     uint8_t* o = p.out + row * p.out_row_stride;
@@ -204,7 +229,7 @@ __global__ void __launch_bounds__(kThreads) row_quant_looped_kernel(const RowQua
       const int n = run_length(p.cols - c0, kChunk);
       Elems<T, kChunk> e;
       e.load(x + c0 * p.in_col_stride, p.in_col_stride, n, p.vec_in);
-      quantize_div<F>(e, d, p.fp8_max).store(o + c0, n, p.vec_out);
+      quantize_div<F>(e, d, fp8_max).store(o + c0, n, p.vec_out);
     }
   }
 }
@@ -224,66 +249,64 @@ struct GroupQuantParams {
 };
 
 // Spec 2.2 rule 4: s = fmaxf(amax, eps) / FP8_MAX, a power of two (rounded up) with ue8m0.
-__device__ __forceinline__ float group_scale(float amax, const GroupQuantParams& p) {
-  const float s = __fdiv_rn(fmaxf(amax, p.eps), p.fp8_max);
+__device__ __forceinline__ float group_scale(float amax, const GroupQuantParams& p, const Fp8Max& fp8_max) {
+  const float s = divide_by_fp8_max(fmaxf(amax, p.eps), fp8_max);
   return p.ue8m0 ? ue8m0_round_up(s) : s;
 }
 
-// kLanes lanes per group of kLanes * 8 elements (g = 64: 8 lanes, 128: 16, 256: 32), 8 elements
-// per lane in one or two 16-byte loads; the group max is a shuffle max within the lanes. A warp
-// step covers kUnroll * 32 / kLanes consecutive groups, all loaded before the first is reduced.
-// Needs 16-byte aligned input rows and 8-byte aligned output rows.
-template <typename T, typename F, int kLanes>
+// A group of kGroup elements over kLanes = kGroup / kElems lanes, kElems = 64 bytes of input per
+// lane (32 f16/bf16 or 16 f32 elements: four 16-byte loads), so the per-group work (a shuffle max
+// over log2(kLanes) levels, the scale, its reciprocal, the scale store and the addresses, about
+// 100 instructions per lane) is shared by 32 elements of a 16-bit input: 4 lanes per group of
+// 128. A warp step covers 32 / kLanes consecutive groups, one per lane. Rows, groups and strides
+// are 32-bit unsigned (the launcher checks), addresses 64-bit. Needs 16-byte aligned input and
+// output rows.
+template <typename T, typename F, int kGroup>
 __global__ void __launch_bounds__(kThreads) group_quant_kernel(const GroupQuantParams p) {
+  constexpr int kElems = 64 / int(sizeof(T));
+  constexpr int kLanes = kGroup / kElems;
+  static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a power-of-two lane count");
   constexpr int kGroupsPerWarp = 32 / kLanes;
-  constexpr int kUnroll = sizeof(T) == 4 ? 2 : 4;
-  constexpr int kStepGroups = kGroupsPerWarp * kUnroll;
   const T* in = static_cast<const T*>(p.in);
-  const int lane = threadIdx.x % 32;
-  const int64_t gpr = p.groups_per_row;
-  // Group u of this lane in a step is the step's first group plus offset[u]; as (row, group)
-  // offsets, computed once.
-  int64_t d_row[kUnroll], d_group[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int offset = u * kGroupsPerWarp + lane / kLanes;
-    d_row[u] = offset / gpr;
-    d_group[u] = offset % gpr;
-  }
-  const int64_t lane_col = int64_t(lane % kLanes) * 8;
-  // The loop bound is the step's first group, the same for the whole warp: every lane takes part
-  // in every shuffle, and lanes past the last group only skip their loads and stores.
-  for (GridCursor c(global_thread() / 32 * kStepGroups, grid_threads() / 32 * kStepGroups, gpr); c.row < p.rows;
-       c.next()) {
-    Elems<T, 8> e[kUnroll];
-    int64_t row[kUnroll], group[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      row[u] = c.row + d_row[u];
-      group[u] = c.col + d_group[u];
-      if (group[u] >= gpr) {
-        group[u] -= gpr;
-        ++row[u];
-      }
-      if (row[u] < p.rows) {
-        e[u].load_vectors(in + row[u] * p.in_row_stride + group[u] * p.group_size + lane_col);
-      } else {
-        e[u].load_elements(in, 0, 0);  // zeros
-      }
+  const uint32_t rows = uint32_t(p.rows), gpr = uint32_t(p.groups_per_row);
+  const uint32_t in_stride = uint32_t(p.in_row_stride), out_stride = uint32_t(p.out_row_stride);
+  const uint32_t scale_row_stride = uint32_t(p.scale_row_stride), scale_group_stride = uint32_t(p.scale_group_stride);
+  const Fp8Max fp8_max = make_fp8_max<F>(p.fp8_max);
+  const uint32_t lane = threadIdx.x % 32, lane_col = (lane % kLanes) * kElems;
+  const uint32_t warp = blockIdx.x * kWarps + threadIdx.x / 32, warps = gridDim.x * kWarps;
+  // This lane's group as (row, group), advanced by a whole grid of warps per step: one division
+  // when the thread starts, none per step.
+  const uint32_t first = warp * kGroupsPerWarp + lane / kLanes, step = warps * kGroupsPerWarp;
+  uint32_t row = first / gpr, group = first % gpr;
+  const uint32_t step_row = step / gpr, step_group = step % gpr;
+  // The warp's first group decides whether the warp goes on, so every lane takes part in every
+  // shuffle; lanes past the last group skip their loads and stores.
+  while (__shfl_sync(0xffffffffu, row, 0) < rows) {
+    const bool valid = row < rows;
+    const uint32_t col = group * kGroup + lane_col;
+    Elems<T, kElems> e;
+    if (valid) {
+      e.load_vectors(in + (uint64_t(row) * in_stride + col));
+    } else {
+      e.load_elements(in, 0, 0);  // zeros
     }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const float m = lanes_max_abs<kLanes>(e[u].absmax());
-      if (row[u] >= p.rows) continue;
-      const float s = group_scale(m, p);
-      if (lane % kLanes == 0) p.scale[row[u] * p.scale_row_stride + group[u] * p.scale_group_stride] = s;
-      Codes<8> q;
+    const float m = lanes_max_abs<kLanes>(e.absmax());
+    if (valid) {
+      const float s = group_scale(m, p, fp8_max);
+      if (lane % kLanes == 0) p.scale[uint64_t(row) * scale_row_stride + uint64_t(group) * scale_group_stride] = s;
+      Codes<kElems> q;
       if (s == 0.0f) {
         q.zero();  // eps underflowed: zero codes, as the reference
       } else {
-        q = quantize_div<F>(e[u], make_divisor(s, m), p.fp8_max);
+        q = quantize_div<F>(e, make_divisor(s, m), fp8_max);
       }
-      q.store_vector(p.out + row[u] * p.out_row_stride + group[u] * p.group_size + lane_col);
+      q.store_vector(p.out + (uint64_t(row) * out_stride + col));
+    }
+    row += step_row;
+    group += step_group;
+    if (group >= gpr) {
+      group -= gpr;
+      ++row;
     }
   }
 }
@@ -300,7 +323,7 @@ __global__ void __launch_bounds__(kThreads) group_quant_generic_kernel(const Gro
     uint32_t m = 0;
     for (int64_t j = lane; j < p.group_size; j += 32) m = max(m, abs_bits(x[j]));
     m = lanes_max<32>(m);
-    const float s = group_scale(abs_bits_to_float(m, T{}), p);
+    const float s = group_scale(abs_bits_to_float(m, T{}), p, make_fp8_max<F>(p.fp8_max));
     if (lane == 0) p.scale[row * p.scale_row_stride + group * p.scale_group_stride] = s;
     uint8_t* q = p.out + row * p.out_row_stride + group * p.group_size;
     for (int64_t j = lane; j < p.group_size; j += 32) {

@@ -64,8 +64,9 @@ void launch_tiles(const BlockQuantParams& p, cudaStream_t stream) {
   FP8KIT_CHECK_LAUNCH(stream, "block_quant_kernel");
 }
 
-// A block of 256 threads per tile, the tile in registers when block_k is a multiple of 16 and the
-// tile has at most 16384 elements (128 x 128 included); any other shape reads its tile twice.
+// A block of 256 threads per tile, the tile in registers when block_k is 16 times a power of two
+// up to 4096 and the tile has at most 16384 elements (128 x 128 included); any other shape reads
+// its tile twice.
 template <typename T, typename F>
 void quantize_weight_blocks(const WeightQuantArgs& a, cudaStream_t stream) {
   BlockQuantParams p{};
@@ -85,7 +86,7 @@ void quantize_weight_blocks(const WeightQuantArgs& a, cudaStream_t stream) {
   p.vec_in = a.w_stride_k == 1 && rows_aligned(a.w, a.w_stride_n, sizeof(T), a.n, 16);
   p.vec_out = rows_aligned(a.out, a.k, 1, a.n, 16);
   if (p.blocks_n * p.blocks_k == 0) return;
-  if (a.block_k % kChunk == 0) {
+  if (a.block_k % kChunk == 0 && kThreads % (a.block_k / kChunk) == 0) {
     const int64_t chunks = a.block_n * (a.block_k / kChunk);
     if (chunks <= kThreads) return launch_tiles<block_quant_kernel<T, F, 1>>(p, stream);
     if (chunks <= 2 * kThreads) return launch_tiles<block_quant_kernel<T, F, 2>>(p, stream);

@@ -26,53 +26,61 @@ struct BlockQuantParams {
 
 // Spec rule of quant_weight_ref.cpp: s = fmaxf(amax / FP8_MAX, FLT_MIN) (a power of two with
 // ue8m0) over the valid elements of the block; q = cvt(clamp(w / s)).
-__device__ __forceinline__ float block_scale(float amax, const BlockQuantParams& p) {
-  return weight_scale(__fdiv_rn(amax, p.fp8_max), p.ue8m0);
+__device__ __forceinline__ float block_scale(float amax, const BlockQuantParams& p, const Fp8Max& fp8_max) {
+  return weight_scale(divide_by_fp8_max(amax, fp8_max), p.ue8m0);
 }
 
 // A block per tile held in registers between its absmax and its quantization (the weight is read
-// once): tile chunk v = j * kThreads + threadIdx.x, j < kSlots, is row v / (block_k / 16) of the
-// tile, columns 16 * (v % (block_k / 16)) onward, so 8 threads read one 256-byte row of a
-// 128-wide bf16 tile. Needs block_k % 16 == 0 and block_n * block_k <= kThreads * kSlots * 16;
-// partial edge tiles load and store only their valid elements.
+// once). The cpr = block_k / 16 chunks of a tile row go to cpr consecutive threads, so one pass of
+// the block covers kThreads / cpr tile rows (8 threads read one 256-byte row of a 128-wide bf16
+// tile) and slot j of a thread is the same columns j passes further down: one pointer and one
+// stride per thread instead of per-slot addresses. Needs block_k = 16 * 2^i with cpr dividing
+// kThreads and block_n * block_k <= kThreads * kSlots * 16; partial edge tiles load and store only
+// their valid elements.
+//
+// The block has nothing in flight between its tile's loads and the next tile's, so what keeps
+// memory busy is other resident blocks: the register cap asks for 3 per SM (at most 85
+// registers; 4 spilled) when the raw tile is at most 32 registers per thread (128 x 128 of 16-bit
+// weights), where the compiler alone took 120 registers and left room for 2.
+template <typename T, int kSlots>
+constexpr int block_quant_min_blocks() {
+  return kSlots * kChunk * int(sizeof(T)) / 4 <= 32 ? 3 : 2;
+}
 template <typename T, typename F, int kSlots>
-__global__ void __launch_bounds__(kThreads) block_quant_kernel(const BlockQuantParams p) {
+__global__ void __launch_bounds__(kThreads, (block_quant_min_blocks<T, kSlots>()))
+    block_quant_kernel(const BlockQuantParams p) {
   __shared__ uint32_t reduce_buffer[2][kWarps];
   const T* w = static_cast<const T*>(p.w);
+  const Fp8Max fp8_max = make_fp8_max<F>(p.fp8_max);
   const int chunks_per_row = int(p.block_k / kChunk);
-  int tile_row[kSlots], tile_col[kSlots];
-#pragma unroll
-  for (int j = 0; j < kSlots; ++j) {
-    const int v = j * kThreads + int(threadIdx.x);
-    tile_row[j] = v / chunks_per_row;  // >= block_n for slots past the tile: they load nothing
-    tile_col[j] = (v % chunks_per_row) * kChunk;
-  }
+  const int rows_per_pass = kThreads / chunks_per_row;
+  const int row0 = int(threadIdx.x) / chunks_per_row;  // tile row of slot 0
+  const int col = int(threadIdx.x) % chunks_per_row * kChunk;
+  const int64_t in_pass_stride = int64_t(rows_per_pass) * p.w_stride_n, out_pass_stride = int64_t(rows_per_pass) * p.k;
   const int64_t tiles = p.blocks_n * p.blocks_k;
   int parity = 0;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t r0 = tile / p.blocks_k * p.block_n, c0 = tile % p.blocks_k * p.block_k;
-    const int64_t rows = min64(p.block_n, p.n - r0), cols = min64(p.block_k, p.k - c0);
+    const int rows = int(min64(p.block_n, p.n - r0)), cols = int(min64(p.block_k, p.k - c0));
+    const int n_col = run_length(cols - col, kChunk);  // the same for every slot
+    auto slot_length = [&](int j) { return row0 + j * rows_per_pass < rows ? n_col : 0; };
+    const T* x = w + (r0 + row0) * p.w_stride_n + (c0 + col) * p.w_stride_k;
     Elems<T, kChunk> e[kSlots];
-    int n[kSlots];
 #pragma unroll
-    for (int j = 0; j < kSlots; ++j) {
-      n[j] = tile_row[j] < rows ? run_length(cols - tile_col[j], kChunk) : 0;
-      e[j].load(w + (r0 + tile_row[j]) * p.w_stride_n + (c0 + tile_col[j]) * p.w_stride_k, p.w_stride_k, n[j],
-                p.vec_in);
-    }
+    for (int j = 0; j < kSlots; ++j) e[j].load(x + j * in_pass_stride, p.w_stride_k, slot_length(j), p.vec_in);
     float m = 0.0f;
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) m = fmaxf(m, e[j].absmax());
     m = block_max_abs(m, reduce_buffer[parity]);
     parity ^= 1;
-    const float s = block_scale(m, p);
+    const float s = block_scale(m, p, fp8_max);
     if (threadIdx.x == 0) p.scale[tile] = s;
     const Divisor d = make_divisor(s, m);
+    uint8_t* o = p.out + (r0 + row0) * p.k + c0 + col;
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) {
-      if (n[j] > 0) {
-        quantize_div<F>(e[j], d, p.fp8_max).store(p.out + (r0 + tile_row[j]) * p.k + c0 + tile_col[j], n[j], p.vec_out);
-      }
+      const int n = slot_length(j);
+      if (n > 0) quantize_div<F>(e[j], d, fp8_max).store(o + j * out_pass_stride, n, p.vec_out);
     }
   }
 }
@@ -96,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) block_quant_generic_kernel(const Blo
     }
     m = block_max(m, reduce_buffer[parity]);
     parity ^= 1;
-    const float s = block_scale(abs_bits_to_float(m, T{}), p);
+    const float s = block_scale(abs_bits_to_float(m, T{}), p, make_fp8_max<F>(p.fp8_max));
     if (threadIdx.x == 0) p.scale[tile] = s;
     for (int64_t r = warp; r < rows; r += kWarps) {
       const T* x = w + (r0 + r) * p.w_stride_n + c0 * p.w_stride_k;
@@ -201,6 +209,18 @@ __global__ void __launch_bounds__(kThreads) dequant_kernel(const DequantParams p
     int64_t in_block = c0 - block_col * p.block_k;
     float s = load_scale(p.scale, p.scale_dtype, block_row + block_col * p.scale_stride_k);
     Elems<Out, kChunk> o = {};
+    if (in_block + kChunk <= p.block_k && !isnan(s)) {
+      // The whole chunk under one finite-or-inf scale (every 16-column chunk of a 128-wide block):
+      // no per-element block test, and only the code's NaN to carry through (mul_keeping_nan).
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) {
+        const float a = table[code[i]];
+        const float v = isnan(a) ? __uint_as_float(__float_as_uint(a) | 0x00400000u) : __fmul_rn(a, s);
+        o.set(i, round_out<Out>(v));
+      }
+      o.store(out + c.row * p.cols + c0, n, p.vec_out);
+      continue;
+    }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
       if (i < n && in_block == p.block_k) {  // the chunk crosses into the next block
