@@ -11,19 +11,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "bench_quant_cases.h"
-#include "bench_quant_device.h"
-#include "bench_quant_timing.h"
 #include "fp8kit/platform.h"
 
-namespace fs = std::filesystem;
 using namespace fp8kit;
 using namespace fp8kit::bench;
 
@@ -73,37 +68,8 @@ Cli parse(int argc, char** argv) {
       usage(argv[0]);
     }
   }
-  if (cli.json_path.empty()) {
-    const char* dir = std::getenv("FP8KIT_RESULTS_DIR");
-    cli.json_path = (fs::path(dir && *dir ? dir : "gpu-results") / "bench_quant.json").string();
-  }
+  cli.json_path = results_path(cli.json_path, "bench_quant.json");
   return cli;
-}
-
-std::string iso_time_utc() {
-  const std::time_t now = std::time(nullptr);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buffer;
-}
-
-// The ceiling: cudaMemcpyAsync of 1 GiB device to device, timed like the kernels; read + write.
-CopyCeiling measure_copy(Timer& timer, cudaStream_t stream) {
-  const size_t bytes = size_t(1) << 30;
-  void* src = nullptr;
-  void* dst = nullptr;
-  check_cuda(cudaMalloc(&src, bytes), "cudaMalloc(copy src)");
-  check_cuda(cudaMalloc(&dst, bytes), "cudaMalloc(copy dst)");
-  fill_random_bf16(src, 1, static_cast<int64_t>(bytes / 2), 7, stream);
-  CopyCeiling c;
-  c.bytes = 2.0 * static_cast<double>(bytes);
-  c.timing = timer.time([&](int) {
-    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync(copy)");
-  });
-  c.gbps = c.bytes / (c.timing.median_us * 1e3);
-  check_cuda(cudaFree(src), "cudaFree");
-  check_cuda(cudaFree(dst), "cudaFree");
-  return c;
 }
 
 std::string fmt_target(const CaseResult& r) {
@@ -132,31 +98,18 @@ void print_table(const std::vector<CaseResult>& results, const CopyCeiling& copy
       "calls without flush (launch-bound at decode sizes)\n");
 }
 
-nlohmann::json timing_json(const Timing& t) {
-  return {{"median_us", t.median_us}, {"min_us", t.min_us}, {"p90_us", t.p90_us}, {"reps", t.reps}};
-}
-
 void write_json(const Cli& cli, const std::vector<CaseResult>& results, const CopyCeiling& copy, double wall_s) {
   nlohmann::json j;
   j["benchmark"] = "bench_quant";
   j["time_utc"] = iso_time_utc();
-  j["device"] = {{"name", get_device_name(0)},
-                 {"capability", get_device_capability(0).as_int()},
-                 {"sm_count", get_cu_count(0)},
-                 {"l2_bytes", get_l2_cache_bytes(0)}};
-  int runtime = 0, driver = 0;
-  cudaRuntimeGetVersion(&runtime);
-  cudaDriverGetVersion(&driver);
-  j["cuda_runtime"] = runtime;
-  j["cuda_driver"] = driver;
+  add_run_info(j);
   j["method"] = {{"flush", cli.flush == FlushMode::kRead ? "read" : "write"},
                  {"flush_bytes_factor_of_l2", 2},
                  {"target_ms", cli.timer.target_ms},
                  {"min_reps", cli.timer.min_reps},
                  {"max_reps", cli.timer.max_reps},
                  {"statistic", "median of per-launch CUDA event times"}};
-  j["copy"] = {{"what", "cudaMemcpyAsync D2D 1 GiB"}, {"bytes", copy.bytes}, {"gbps", copy.gbps}};
-  j["copy"].update(timing_json(copy.timing));
+  j["copy"] = copy_json(copy);
   nlohmann::json cases = nlohmann::json::array();
   for (const CaseResult& r : results) {
     nlohmann::json c = {{"kernel", r.kernel},
@@ -185,12 +138,8 @@ void write_json(const Cli& cli, const std::vector<CaseResult>& results, const Co
   }
   j["cases"] = std::move(cases);
   j["wall_s"] = wall_s;
-  const fs::path path(cli.json_path);
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-  fmt::print("wrote {}\n", path.string());
+  write_json_file(j, cli.json_path);
+  fmt::print("wrote {}\n", cli.json_path);
 }
 
 }  // namespace

@@ -9,15 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "bench_quant_timing.h"
+#include "bench_common.h"
 
 namespace fp8kit::bench {
-
-struct CopyCeiling {
-  double bytes = 0;  // read + written
-  Timing timing;
-  double gbps = 0;
-};
 
 struct CaseResult {
   std::string kernel;       // stable key shared with bench/peers/quant_torch.py

@@ -141,7 +141,7 @@ def make_triton_group_quant():
 
 
 # ------------------------------------------------------------------------------------------------
-# Timing: as bench_quant (bench/bench_quant_timing.cpp).
+# Timing: as bench_quant and bench_gemm (bench/bench_common.cpp).
 # ------------------------------------------------------------------------------------------------
 class Timer:
     def __init__(self, flush_mode, target_ms, min_reps, max_reps):

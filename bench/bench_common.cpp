@@ -1,10 +1,19 @@
-// Event timing of bench_quant (bench_quant_timing.h). Every launch gets its own event pair after
-// its flush, so the flush is never inside a measured interval; the host enqueues ahead (no
-// synchronization inside the loop), so launch gaps do not show unless the host falls behind.
-#include "bench_quant_timing.h"
+// Host side of the GPU benchmarks' shared code (bench_common.h). Every timed launch gets its own
+// event pair after its flush, so the flush is never inside a measured interval; the host enqueues
+// ahead (no synchronization inside the loop), so launch gaps do not show unless the host falls
+// behind.
+#include "bench_common.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "fp8kit/platform.h"
 
 namespace fp8kit::bench {
 namespace {
@@ -86,6 +95,67 @@ double Timer::back_to_back_us(const std::function<void(int)>& launch, int calls,
     per_call[t] = 1000.0 * ms / calls;
   }
   return percentile(per_call, 0.5);
+}
+
+CopyCeiling measure_copy(Timer& timer, cudaStream_t stream) {
+  const size_t bytes = size_t(1) << 30;
+  void* src = nullptr;
+  void* dst = nullptr;
+  check_cuda(cudaMalloc(&src, bytes), "cudaMalloc(copy src)");
+  check_cuda(cudaMalloc(&dst, bytes), "cudaMalloc(copy dst)");
+  fill_random_bf16(src, 1, static_cast<int64_t>(bytes / 2), 7, stream);
+  CopyCeiling c;
+  c.bytes = 2.0 * static_cast<double>(bytes);
+  c.timing = timer.time([&](int) {
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync(copy)");
+  });
+  c.gbps = c.bytes / (c.timing.median_us * 1e3);
+  check_cuda(cudaFree(src), "cudaFree");
+  check_cuda(cudaFree(dst), "cudaFree");
+  return c;
+}
+
+std::string iso_time_utc() {
+  const std::time_t now = std::time(nullptr);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buffer;
+}
+
+std::string results_path(const std::string& given, const std::string& file_name) {
+  if (!given.empty()) return given;
+  const char* dir = std::getenv("FP8KIT_RESULTS_DIR");
+  return (std::filesystem::path(dir && *dir ? dir : "gpu-results") / file_name).string();
+}
+
+nlohmann::json timing_json(const Timing& t) {
+  return {{"median_us", t.median_us}, {"min_us", t.min_us}, {"p90_us", t.p90_us}, {"reps", t.reps}};
+}
+
+void add_run_info(nlohmann::json& j) {
+  j["device"] = {{"name", get_device_name(0)},
+                 {"capability", get_device_capability(0).as_int()},
+                 {"sm_count", get_cu_count(0)},
+                 {"l2_bytes", get_l2_cache_bytes(0)}};
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  j["cuda_runtime"] = runtime;
+  j["cuda_driver"] = driver;
+}
+
+nlohmann::json copy_json(const CopyCeiling& copy) {
+  nlohmann::json c = {{"what", "cudaMemcpyAsync D2D 1 GiB"}, {"bytes", copy.bytes}, {"gbps", copy.gbps}};
+  c.update(timing_json(copy.timing));
+  return c;
+}
+
+void write_json_file(const nlohmann::json& j, const std::string& file) {
+  const std::filesystem::path path(file);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
 }  // namespace fp8kit::bench

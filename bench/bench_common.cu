@@ -1,12 +1,13 @@
-// Device helpers of bench_quant (declared in bench_quant_device.h): random BF16 generation, an
-// independent absmax, the never-written count, and the L2 flush. None of this is timed; the flush runs between timed
-// regions. Built only with the CUDA backend (bench/CMakeLists.txt).
+// Device helpers of the GPU benchmarks (declared in bench_common.h): random BF16 and e4m3
+// generation, an independent absmax, the never-written count, and the L2 flush. None of this is
+// timed; the flush runs between timed regions. Built only with the CUDA backend.
 #include <cuda_bf16.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
-#include "bench_quant_device.h"
+#include "bench_common.h"
 
 namespace fp8kit::bench {
 namespace {
@@ -38,6 +39,30 @@ __global__ void fill_random_bf16_kernel(__nv_bfloat16* dst, int64_t n, int64_t c
   }
   for (int64_t i = vectors * 8 + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     dst[i] = __float2bfloat16_rn(random_value(seed, i, cols));
+  }
+}
+
+// `stream` = splitmix64(seed): streams of nearby seeds start far apart, never shifted copies.
+__device__ inline uint8_t random_e4m3_code(uint64_t stream, int64_t index) {
+  uint8_t c = static_cast<uint8_t>(splitmix64(stream + static_cast<uint64_t>(index)) >> 24);
+  if ((c & 0x7f) == 0) c |= 0x08;  // +-0 -> +-2^-6
+  if ((c & 0x7f) == 0x7f) c ^= 0x01;  // NaN -> +-448
+  return c;
+}
+
+// Sixteen codes per thread and iteration (one 16-byte store; `dst` 16-byte aligned when
+// `vectorized`); the tail, or everything when not vectorized, byte by byte.
+__global__ void fill_random_e4m3_kernel(uint8_t* dst, int64_t n, uint64_t seed, bool vectorized) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t vectors = vectorized ? n / 16 : 0;
+  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < vectors; v += stride) {
+    __align__(16) uint8_t codes[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) codes[j] = random_e4m3_code(seed, v * 16 + j);
+    reinterpret_cast<uint4*>(dst)[v] = *reinterpret_cast<const uint4*>(codes);
+  }
+  for (int64_t i = vectors * 16 + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    dst[i] = random_e4m3_code(seed, i);
   }
 }
 
@@ -97,6 +122,15 @@ void fill_random_bf16(void* dst, int64_t rows, int64_t cols, uint64_t seed, cuda
   fill_random_bf16_kernel<<<grid_for(n / 8 + 1, kThreads), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), n,
                                                                                    cols, seed);
   check_cuda(cudaGetLastError(), "fill_random_bf16_kernel");
+}
+
+void fill_random_e4m3(void* dst, int64_t n, uint64_t seed, cudaStream_t stream) {
+  if (n == 0) return;
+  const bool vectorized = reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+  constexpr int kThreads = 256;
+  fill_random_e4m3_kernel<<<grid_for(vectorized ? n / 16 + 1 : n, kThreads), kThreads, 0, stream>>>(
+      static_cast<uint8_t*>(dst), n, splitmix64(seed), vectorized);
+  check_cuda(cudaGetLastError(), "fill_random_e4m3_kernel");
 }
 
 float absmax_bf16(const void* src, int64_t n, cudaStream_t stream) {
