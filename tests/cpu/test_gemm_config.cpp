@@ -44,7 +44,7 @@ TEST(GemmConfig, RaggedOrUnsupportedProblemsFallBackWithAReason) {
   GemmDesc odd_n = aligned(3, 129, 128);
   EXPECT_EQ(select_gemm(odd_n).reason, "cublaslt: the output row stride is not a multiple of 16 bytes");
   EXPECT_EQ(select_gemm(aligned(16, 256, 256, 80)).reason, "cublaslt: no FP8 tensor cores before sm_89");
-  GemmDesc blk = aligned(16, 256, 256);
+  GemmDesc blk = aligned(16, 256, 512);
   blk.scale_a = blk.scale_b = ScaleKind::kBlock;
   blk.block_n = 64;
   blk.block_k = 128;
@@ -54,6 +54,12 @@ TEST(GemmConfig, RaggedOrUnsupportedProblemsFallBackWithAReason) {
   blk.scale_a_column_major = false;
   EXPECT_EQ(select_gemm(blk).reason, "cublaslt: block activation scales must be [K/128, M] with M contiguous");
   blk.scale_a_column_major = true;
+  blk.n = 320;
+  EXPECT_EQ(select_gemm(blk).reason, "cublaslt: N is not a multiple of 128 (block mode)");
+  blk.n = 256;
+  blk.k = 256;
+  EXPECT_EQ(select_gemm(blk).reason, "cublaslt: K/128 is not a multiple of 4 (block mode: weight scale rows of 16 bytes)");
+  blk.k = 512;
   blk.arch = 89;
   EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kFallback);
   GemmDesc misaligned = aligned(16, 256, 256);
@@ -88,7 +94,10 @@ TEST(GemmConfig, DescribeReadsTheArgs) {
   EXPECT_TRUE(d.scale_a_column_major);
   EXPECT_TRUE(d.pointers_16b_aligned);
   EXPECT_EQ(d.block_k, 128);
-  a.sa_group_stride = 8;  // padded (TMA-aligned) columns: not cuBLASLt's layout
+  a.sa_group_stride = 8;  // padded (TMA-aligned) columns: compacted before cuBLASLt
+  EXPECT_TRUE(describe(a, 90).scale_a_column_major);
+  a.sa_row_stride = 2;  // row-major
+  a.sa_group_stride = 1;
   EXPECT_FALSE(describe(a, 90).scale_a_column_major);
 }
 

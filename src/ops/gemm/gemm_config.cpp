@@ -32,7 +32,9 @@ GemmDesc describe(const ScaledMmArgs& args, int arch) {
   d.ldc = args.ldc;
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   d.pointers_16b_aligned = aligned(args.a) && aligned(args.b) && aligned(args.out) && (!args.bias || aligned(args.bias));
-  d.scale_a_column_major = args.sa_row_stride == 1 && args.sa_group_stride == args.m;
+  // Column-major with a padded leading dimension (the TMA-aligned layout) counts too: the CUDA
+  // entry compacts those few scales before calling cuBLASLt.
+  d.scale_a_column_major = args.sa_row_stride == 1 && args.sa_group_stride >= args.m;
   return d;
 }
 
@@ -49,7 +51,12 @@ std::string cublaslt_rejects(const GemmDesc& d) {
     if (d.arch != 90) return "cuBLASLt's 128x128 block modes are used on sm_90 only";
     if (d.block_n != 128 || d.block_k != 128) return "cuBLASLt's block modes are 1x128 x 128x128 only";
     if (!d.scale_a_column_major) return "block activation scales must be [K/128, M] with M contiguous";
+    // Measured on the H200 with CUDA 13.0: with K/128 = 2 (N = 256 and N = 320 alike) cuBLASLt
+    // read wrong weight scales for the columns past the first 128 (it seems to expect the rows of
+    // the [N/128, K/128] scales padded to 16 bytes); with K/128 a multiple of 4 and N a multiple
+    // of 128 its results were right. Anything else goes to another backend.
     if (d.n % 128 != 0) return "N is not a multiple of 128 (block mode)";
+    if ((d.k / 128) % 4 != 0) return "K/128 is not a multiple of 4 (block mode: weight scale rows of 16 bytes)";
   }
   return "";
 }

@@ -27,8 +27,8 @@ struct GemmDesc {
   // Strides in elements and base addresses modulo 16 bytes, as cuBLASLt requires them aligned.
   int64_t lda = 0, ldb = 0, ldc = 0;
   bool pointers_16b_aligned = true;
-  // Block scaling: whether the activation scales are [K/bk, M] with M contiguous and no padding
-  // (the layout cuBLASLt's VEC128 mode reads).
+  // Block scaling: whether the activation scales are [K/bk, M] with M contiguous (the layout
+  // cuBLASLt's VEC128 mode reads, after removing any padding of the leading dimension).
   bool scale_a_column_major = false;
 };
 
