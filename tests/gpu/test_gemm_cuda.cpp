@@ -147,7 +147,7 @@ TEST(GemmCuda, EveryScalingDTypeBiasAndBackendMatchesTheReference) {
                       Scaling::kBlock}) {
       for (DType out : {DType::kBF16, DType::kF16, DType::kF32}) {
         for (bool bias : {false, true}) {
-          for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 256, 256}, {16, 384, 512}, {8, 320, 256}, {129, 512, 1024}}) {
+          for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 256, 256}, {1, 384, 512}, {16, 384, 512}, {8, 320, 256}, {129, 512, 1024}}) {
             const Problem p = make_problem(m, n, k, s, out, bias, rng);
             expect_close(run_gpu(p), run_cpu(p), term_magnitudes(p),
                          std::string("backend '") + backend.name + "' " + scaling_name(s) + " out " + dtype_name(out) +
