@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "fp8kit/error.h"
 #include "ops/gemm/gemm_config.h"
@@ -21,14 +24,61 @@ GemmDesc aligned(int64_t m, int64_t n, int64_t k, int arch = 90) {
   return d;
 }
 
-TEST(GemmConfig, CublasLtServesAlignedProblems) {
+TEST(GemmConfig, DecodeServesSmallMWithEveryScaling) {
+  unsetenv("FP8KIT_GEMM_BACKEND");
+  for (int64_t m : {1, 7, 16, 33, 64}) {
+    for (ScaleKind a : {ScaleKind::kTensor, ScaleKind::kRow}) {
+      for (ScaleKind b : {ScaleKind::kTensor, ScaleKind::kRow}) {
+        GemmDesc d = aligned(m, 6144, 4096);
+        d.scale_a = a;
+        d.scale_b = b;
+        EXPECT_EQ(select_gemm(d).backend, GemmBackend::kDecode) << m;
+      }
+    }
+    // Block scaling in any scale layout and any block_n, where cuBLASLt's block mode declines.
+    GemmDesc blk = aligned(m, 320, 256, 89);
+    blk.scale_a = blk.scale_b = ScaleKind::kBlock;
+    blk.block_n = 64;
+    blk.block_k = 128;
+    EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kDecode) << m;
+  }
+  // Ragged N, K a multiple of 16 only, strided rows.
+  GemmDesc ragged = aligned(3, 129, 48);
+  ragged.lda = 64;
+  ragged.ldc = 129;
+  EXPECT_EQ(select_gemm(ragged).backend, GemmBackend::kDecode);
+}
+
+TEST(GemmConfig, DecodeRejectsWithAReason) {
+  EXPECT_EQ(decode_rejects(aligned(16, 256, 256)), "");
+  EXPECT_EQ(decode_rejects(aligned(16, 256, 256, 80)), "no FP8 conversion instructions before sm_89");
+  EXPECT_EQ(decode_rejects(aligned(65, 256, 256)), "M > 64 (a weight stream pays off for decode sizes only)");
+  EXPECT_EQ(decode_rejects(aligned(16, 256, 264)), "K is not a multiple of 16");
+  GemmDesc stride = aligned(16, 256, 256);
+  stride.ldb = 264;
+  EXPECT_EQ(decode_rejects(stride), "a row stride is not a multiple of 16 bytes");
+  GemmDesc misaligned = aligned(16, 256, 256);
+  misaligned.pointers_16b_aligned = false;
+  EXPECT_EQ(decode_rejects(misaligned), "an operand is not 16-byte aligned");
+  GemmDesc blk = aligned(16, 256, 512);
+  blk.scale_a = blk.scale_b = ScaleKind::kBlock;
+  blk.block_n = 128;
+  blk.block_k = 64;
+  EXPECT_EQ(decode_rejects(blk), "block_k is not 128");
+}
+
+TEST(GemmConfig, CublasLtServesAlignedProblemsAboveDecodeSizes) {
   unsetenv("FP8KIT_GEMM_BACKEND");
   for (ScaleKind a : {ScaleKind::kTensor, ScaleKind::kRow}) {
     for (ScaleKind b : {ScaleKind::kTensor, ScaleKind::kRow}) {
-      GemmDesc d = aligned(16, 6144, 4096);
+      GemmDesc d = aligned(65, 6144, 4096);
       d.scale_a = a;
       d.scale_b = b;
-      EXPECT_EQ(select_gemm(d).backend, GemmBackend::kCublasLt);
+      const GemmConfig c = select_gemm(d);
+      EXPECT_EQ(c.backend, GemmBackend::kCublasLt);
+      EXPECT_EQ(c.reason, "decode: M > 64 (a weight stream pays off for decode sizes only)");
+      d.m = 16;
+      EXPECT_EQ(cublaslt_rejects(d), "");
     }
   }
   GemmDesc blk = aligned(2048, 7168, 18432);
@@ -38,29 +88,44 @@ TEST(GemmConfig, CublasLtServesAlignedProblems) {
   EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kCublasLt);
 }
 
-TEST(GemmConfig, RaggedOrUnsupportedProblemsFallBackWithAReason) {
-  unsetenv("FP8KIT_GEMM_BACKEND");
-  EXPECT_EQ(select_gemm(aligned(3, 129, 127)).reason, "cublaslt: K is not a multiple of 16");
-  GemmDesc odd_n = aligned(3, 129, 128);
-  EXPECT_EQ(select_gemm(odd_n).reason, "cublaslt: the output row stride is not a multiple of 16 bytes");
-  EXPECT_EQ(select_gemm(aligned(16, 256, 256, 80)).reason, "cublaslt: no FP8 tensor cores before sm_89");
+TEST(GemmConfig, CublasLtRejectsWithAReason) {
+  EXPECT_EQ(cublaslt_rejects(aligned(3, 129, 127)), "K is not a multiple of 16");
+  EXPECT_EQ(cublaslt_rejects(aligned(3, 129, 128)), "the output row stride is not a multiple of 16 bytes");
+  EXPECT_EQ(cublaslt_rejects(aligned(16, 256, 256, 80)), "no FP8 tensor cores before sm_89");
   GemmDesc blk = aligned(16, 256, 512);
   blk.scale_a = blk.scale_b = ScaleKind::kBlock;
   blk.block_n = 64;
   blk.block_k = 128;
   blk.scale_a_column_major = true;
-  EXPECT_EQ(select_gemm(blk).reason, "cublaslt: cuBLASLt's block modes are 1x128 x 128x128 only");
+  EXPECT_EQ(cublaslt_rejects(blk), "cuBLASLt's block modes are 1x128 x 128x128 only");
   blk.block_n = 128;
   blk.scale_a_column_major = false;
-  EXPECT_EQ(select_gemm(blk).reason, "cublaslt: block activation scales must be [K/128, M] with M contiguous");
+  EXPECT_EQ(cublaslt_rejects(blk), "block activation scales must be [K/128, M] with M contiguous");
   blk.scale_a_column_major = true;
   blk.n = 320;
-  EXPECT_EQ(select_gemm(blk).reason, "cublaslt: N is not a multiple of 128 (block mode)");
+  EXPECT_EQ(cublaslt_rejects(blk), "N is not a multiple of 128 (block mode)");
   blk.n = 256;
   blk.k = 256;
-  EXPECT_EQ(select_gemm(blk).reason, "cublaslt: K/128 is not a multiple of 4 (block mode: weight scale rows of 16 bytes)");
+  EXPECT_EQ(cublaslt_rejects(blk), "K/128 is not a multiple of 4 (block mode: weight scale rows of 16 bytes)");
   blk.k = 512;
   blk.arch = 89;
+  EXPECT_EQ(cublaslt_rejects(blk), "cuBLASLt's 128x128 block modes are used on sm_90 only");
+}
+
+TEST(GemmConfig, RaggedOrUnsupportedProblemsFallBackWithAReason) {
+  unsetenv("FP8KIT_GEMM_BACKEND");
+  EXPECT_EQ(select_gemm(aligned(3, 129, 127)).reason,
+            "decode: K is not a multiple of 16; cublaslt: K is not a multiple of 16");
+  EXPECT_EQ(select_gemm(aligned(16, 256, 256, 80)).reason,
+            "decode: no FP8 conversion instructions before sm_89; cublaslt: no FP8 tensor cores before sm_89");
+  GemmDesc odd_n = aligned(65, 129, 128);
+  EXPECT_EQ(select_gemm(odd_n).backend, GemmBackend::kFallback);
+  EXPECT_EQ(select_gemm(odd_n).reason, "decode: M > 64 (a weight stream pays off for decode sizes only); cublaslt: "
+                                       "the output row stride is not a multiple of 16 bytes");
+  GemmDesc blk = aligned(128, 256, 512, 89);
+  blk.scale_a = blk.scale_b = ScaleKind::kBlock;
+  blk.block_n = blk.block_k = 128;
+  blk.scale_a_column_major = true;
   EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kFallback);
   GemmDesc misaligned = aligned(16, 256, 256);
   misaligned.pointers_16b_aligned = false;
@@ -73,9 +138,53 @@ TEST(GemmConfig, ForcedBackends) {
   setenv("FP8KIT_GEMM_BACKEND", "cublaslt", 1);
   EXPECT_EQ(select_gemm(aligned(16, 256, 256)).backend, GemmBackend::kCublasLt);
   EXPECT_THROW(select_gemm(aligned(3, 129, 127)), Error);
+  setenv("FP8KIT_GEMM_BACKEND", "decode", 1);
+  EXPECT_EQ(select_gemm(aligned(16, 256, 256)).backend, GemmBackend::kDecode);
+  EXPECT_EQ(select_gemm(aligned(3, 129, 48)).backend, GemmBackend::kDecode);
+  EXPECT_THROW(select_gemm(aligned(65, 256, 256)), Error);
+  EXPECT_THROW(select_gemm(aligned(3, 129, 127)), Error);
   unsetenv("FP8KIT_GEMM_BACKEND");
+  EXPECT_STREQ(gemm_backend_name(GemmBackend::kDecode), "decode");
 }
 
+TEST(GemmConfig, DecodePlanCoversKWithNoEmptySplit) {
+  for (int sms : {1, 78, 132}) {
+    for (int64_t m : {1, 9, 16, 33, 64}) {
+      for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+               {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {8192, 8192}, {57344, 8192}, {8192, 28672},
+               {24576, 7168}, {7168, 18432}, {2112, 7168}, {7168, 2048}, {1, 16}, {129, 48}, {200, 7168}, {320, 4128}}) {
+        const DecodeGemmPlan p = plan_decode_gemm(m, n, k, sms);
+        const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " on " +
+                                 std::to_string(sms);
+        EXPECT_EQ(p.token_groups, m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8) << what;
+        EXPECT_EQ(p.n_tiles, (n + kDecodeTileN - 1) / kDecodeTileN) << what;
+        EXPECT_EQ(p.chunks, (k + kDecodeChunkK - 1) / kDecodeChunkK) << what;
+        EXPECT_GE(p.splits, 1) << what;
+        EXPECT_GE(p.chunks_per_split, 1) << what;
+        EXPECT_GE(p.splits * p.chunks_per_split, p.chunks) << what;       // every chunk covered
+        EXPECT_LT((p.splits - 1) * p.chunks_per_split, p.chunks) << what;  // the last split is not empty
+        EXPECT_LE(p.splits, 65535) << what;                                // grid.y
+      }
+    }
+  }
+}
+
+TEST(GemmConfig, DecodePlanSplitsKOnlyWhenTheTilesCannotFillTheGpu) {
+  // 896 tiles fill 132 SMs: no split, no workspace, the epilogue in the main kernel.
+  EXPECT_EQ(plan_decode_gemm(16, 57344, 8192, 132).splits, 1);
+  EXPECT_EQ(plan_decode_gemm(1, 28672, 4096, 132).splits, 1);
+  // One chunk of K cannot be split.
+  EXPECT_EQ(plan_decode_gemm(16, 256, 32, 132).splits, 1);
+  // 33 tiles of a 2112 x 7168 weight on 132 SMs: split until about 2 CTAs per SM stream.
+  const DecodeGemmPlan small_n = plan_decode_gemm(16, 2112, 7168, 132);
+  EXPECT_EQ(small_n.n_tiles, 33);
+  EXPECT_EQ(small_n.splits, 8);
+  EXPECT_EQ(small_n.chunks_per_split, 7);
+  // On one SM nothing is gained by splitting a problem that already fills it.
+  EXPECT_EQ(plan_decode_gemm(16, 2112, 7168, 1).splits, 1);
+  // Splits grow as N shrinks.
+  EXPECT_GT(plan_decode_gemm(16, 4096, 4096, 132).splits, plan_decode_gemm(16, 8192, 4096, 132).splits);
+}
 TEST(GemmConfig, DescribeReadsTheArgs) {
   ScaledMmArgs a;
   a.m = 4;

@@ -59,4 +59,12 @@ struct WeightOnlyMmOptions {
 
 Tensor weight_only_mm(const Tensor& x, const Tensor& w, const Tensor& w_scale, const WeightOnlyMmOptions& options = {});
 
+// 16-bit GEMM of unquantized linear layers (UnquantizedLinearMethod):
+//   y[M, N] = round_out( sum_k x[m, k] * w[n, k] + bias[n] )
+// x: [M, K] bf16, f16 or f32 with K contiguous (any row stride); w: [N, K] of x's dtype with K
+// contiguous; bias: [N] of x's dtype, or undefined; y: contiguous [M, N] of x's dtype. The CPU
+// reference sums in double and rounds once; CUDA uses cuBLASLt (f32 accumulation) when the
+// operands are 16-byte aligned, else a CUDA-core kernel with f32 accumulation.
+Tensor matmul_16bit(const Tensor& x, const Tensor& w, const Tensor& bias, Stream stream = {});
+
 }  // namespace fp8kit::ops

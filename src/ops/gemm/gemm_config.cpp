@@ -1,7 +1,9 @@
 #include "ops/gemm/gemm_config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "core/check.h"
 
@@ -9,6 +11,7 @@ namespace fp8kit::ops {
 
 const char* gemm_backend_name(GemmBackend backend) {
   switch (backend) {
+    case GemmBackend::kDecode: return "decode";
     case GemmBackend::kCublasLt: return "cublaslt";
     case GemmBackend::kFallback: return "fallback";
   }
@@ -61,17 +64,73 @@ std::string cublaslt_rejects(const GemmDesc& d) {
   return "";
 }
 
+std::string decode_rejects(const GemmDesc& d) {
+  if (d.arch < 89) return "no FP8 conversion instructions before sm_89";
+  if (d.m > kDecodeMaxM) return "M > 64 (a weight stream pays off for decode sizes only)";
+  // 16-byte loads and copies, zero-filled past K in whole 16-byte pieces.
+  if (d.k % 16 != 0) return "K is not a multiple of 16";
+  if (d.lda % 16 != 0 || d.ldb % 16 != 0) return "a row stride is not a multiple of 16 bytes";
+  if (!d.pointers_16b_aligned) return "an operand is not 16-byte aligned";
+  // One 128-wide chunk is the unit of the scale promotion.
+  if (d.scale_a == ScaleKind::kBlock && d.block_k != kDecodeChunkK) return "block_k is not 128";
+  return "";
+}
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// About 1 us of the copy ceiling (4.28 TB/s): the reduction kernel's launch and drain.
+constexpr double kDecodeReduceLaunchBytes = 4.0 * 1024 * 1024;
+
+}  // namespace
+
+DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms) {
+  DecodeGemmPlan p;
+  p.token_groups = decode_token_groups(m);
+  p.n_tiles = ceil_div(n, kDecodeTileN);
+  p.chunks = ceil_div(k, kDecodeChunkK);
+  const int64_t sms = std::max(num_sms, 1);
+  const int64_t slots = sms * decode_ctas_per_sm(p.token_groups);
+  const int64_t saturating = std::min(slots, sms * kDecodeSaturatingCtasPerSm);
+  const int64_t tile_chunk_bytes = kDecodeTileN * kDecodeChunkK;
+  double best = std::numeric_limits<double>::infinity();
+  for (int64_t per = p.chunks; per >= 1; --per) {
+    const int64_t splits = ceil_div(p.chunks, per);
+    if (per > 1 && ceil_div(p.chunks, per - 1) == splits) continue;  // as many splits, shorter ones
+    const int64_t ctas = p.n_tiles * splits;
+    const int64_t full_waves = ctas / slots, rest = ctas % slots;
+    // CTA-times of the waves; every CTA streams `per` chunks of its tile.
+    const double cta_slots = double(full_waves * slots) + (rest > 0 ? double(std::max(rest, saturating)) : 0.0);
+    double cost = cta_slots * double(per * tile_chunk_bytes);
+    if (splits > 1) cost += double(splits) * double(m) * double(n) * 8.0 + kDecodeReduceLaunchBytes;
+    if (cost < best) {  // ties keep fewer splits (the loop counts splits up)
+      best = cost;
+      p.splits = splits;
+      p.chunks_per_split = per;
+    }
+  }
+  return p;
+}
+
 GemmConfig select_gemm(const GemmDesc& d) {
   const char* forced = std::getenv("FP8KIT_GEMM_BACKEND");
+  const std::string why_not_decode = decode_rejects(d);
   const std::string why_not_cublaslt = cublaslt_rejects(d);
   if (forced != nullptr && std::strcmp(forced, "fallback") == 0) return {GemmBackend::kFallback, "forced"};
+  if (forced != nullptr && std::strcmp(forced, "decode") == 0) {
+    FP8KIT_CHECK(why_not_decode.empty(), ErrorCode::kUnsupported,
+                 "FP8KIT_GEMM_BACKEND=decode cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_decode);
+    return {GemmBackend::kDecode, ""};
+  }
   if (forced != nullptr && std::strcmp(forced, "cublaslt") == 0) {
     FP8KIT_CHECK(why_not_cublaslt.empty(), ErrorCode::kUnsupported,
                  "FP8KIT_GEMM_BACKEND=cublaslt cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_cublaslt);
     return {GemmBackend::kCublasLt, ""};
   }
-  if (why_not_cublaslt.empty()) return {GemmBackend::kCublasLt, ""};
-  return {GemmBackend::kFallback, "cublaslt: " + why_not_cublaslt};
+  if (why_not_decode.empty()) return {GemmBackend::kDecode, ""};
+  if (why_not_cublaslt.empty()) return {GemmBackend::kCublasLt, "decode: " + why_not_decode};
+  return {GemmBackend::kFallback, "decode: " + why_not_decode + "; cublaslt: " + why_not_cublaslt};
 }
 
 }  // namespace fp8kit::ops

@@ -12,6 +12,7 @@
 namespace fp8kit::ops {
 
 enum class GemmBackend : uint8_t {
+  kDecode,    // sm90_e4m3_gemm_decode: weight-streaming kernel for M <= 64, every scaling
   kCublasLt,  // cuBLASLt FP8 matmul: per-tensor, outer-vector (token x channel), 128x128 block modes
   kFallback,  // fp8kit's generic CUDA kernel: any shape, stride, scaling and block size (slow)
 };
@@ -39,11 +40,46 @@ struct GemmConfig {
   std::string reason;  // why the preferred backends were passed over ("" when cuBLASLt serves it)
 };
 
-// FP8KIT_GEMM_BACKEND=cublaslt|fallback forces a backend (tests, benchmarks); a forced backend
+// FP8KIT_GEMM_BACKEND=decode|cublaslt|fallback forces a backend (tests, benchmarks); a forced backend
 // that cannot serve the problem is an error naming why.
 GemmConfig select_gemm(const GemmDesc& desc);
 
 // "" when cuBLASLt can serve `desc`, otherwise why not.
 std::string cublaslt_rejects(const GemmDesc& desc);
+
+// sm90_e4m3_gemm_decode. Each CTA streams a kDecodeTileN-row tile of b over a K range that is a
+// whole number of kDecodeChunkK chunks (the 128-wide K-blocks of block scaling), one 16-row slice
+// per warp; K-splits write f32 partials that a second kernel sums in split order.
+inline constexpr int64_t kDecodeMaxM = 64;
+inline constexpr int kDecodeWarps = 4;
+inline constexpr int64_t kDecodeTileN = 16 * kDecodeWarps;
+inline constexpr int64_t kDecodeChunkK = 128;
+
+// Tokens go to the mma's n = 8 side: 1, 2, 4 or 8 groups of 8 rows of a (a compile-time choice).
+constexpr int decode_token_groups(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
+// Resident CTAs per SM that the kernel's __launch_bounds__ asks for (registers grow with the
+// accumulators).
+constexpr int decode_ctas_per_sm(int token_groups) { return token_groups <= 2 ? 4 : token_groups == 4 ? 3 : 2; }
+// Each warp keeps kDecodeStages - 1 chunks of weight loads in flight: 2 CTAs per SM hold 32 KiB,
+// about what it takes to cover the memory latency at full bandwidth (a guess to check on the GPU).
+inline constexpr int kDecodeStages = 3;
+inline constexpr int kDecodeSaturatingCtasPerSm = 2;
+
+// "" when the decode kernel can serve `desc`, otherwise why not.
+std::string decode_rejects(const GemmDesc& desc);
+
+struct DecodeGemmPlan {
+  int token_groups = 1;
+  int64_t n_tiles = 0;           // grid.x: ceil(N / kDecodeTileN)
+  int64_t chunks = 0;            // ceil(K / kDecodeChunkK)
+  int64_t splits = 1;            // grid.y: K ranges, none empty
+  int64_t chunks_per_split = 0;  // split s covers chunks [s * chunks_per_split, min(chunks, (s + 1) * ...))
+};
+
+// Tiles and K-splits for an M x N x K problem on `num_sms` SMs, from a cost model in bytes: waves
+// of CTAs (a wave of fewer than kDecodeSaturatingCtasPerSm CTAs per SM takes as long as one of
+// that many: too few loads in flight to cover the memory latency) plus, when split, the f32
+// partials written and read back and the reduction kernel's launch.
+DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms);
 
 }  // namespace fp8kit::ops

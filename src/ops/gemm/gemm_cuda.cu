@@ -1,5 +1,5 @@
-// The CUDA entry of scaled_mm: GemmDesc -> GemmConfig (gemm_config.h), then the chosen backend.
-// With per-row or block activation scales and fewer than 16 rows, cuBLASLt (CUDA 13.0, H200)
+// The CUDA entry of scaled_mm: GemmDesc -> GemmConfig (gemm_config.h), then the chosen backend:
+// fp8kit's decode kernel for M <= 64 (sm90_e4m3_gemm_decode.cu), else cuBLASLt. With per-row or block activation scales and fewer than 16 rows, cuBLASLt (CUDA 13.0, H200)
 // either finds no algorithm or picks one 20x slower than at 16 rows (measured at M = 1: 250 us
 // against 20 us for a 6144 x 4096 weight): such problems run padded to 16 rows of zeros. A
 // per-tensor scale next to a per-row one (which cuBLASLt cannot mix) becomes a vector. Only what
@@ -14,6 +14,7 @@
 #include "ops/gemm/gemm_cublaslt.h"
 #include "ops/gemm/gemm_cuda.h"
 #include "ops/gemm/gemm_fallback.h"
+#include "ops/gemm/sm90_e4m3_gemm_decode.h"
 
 namespace fp8kit::ops {
 namespace {
@@ -30,6 +31,12 @@ int current_arch() {
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   return major * 10 + minor;
+}
+
+int sm_count() {
+  int count = 0;
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, current_device()));
+  return count;
 }
 
 size_t out_bytes(DType d) { return d == DType::kF32 ? 4 : 2; }
@@ -97,6 +104,10 @@ bool scaled_mm_cublaslt_padded(const ScaledMmArgs& args, cudaStream_t s) {
 void scaled_mm_cuda(const ScaledMmArgs& args, Stream stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream.handle);
   const GemmConfig config = select_gemm(describe(args, current_arch()));
+  if (config.backend == GemmBackend::kDecode) {
+    sm90_e4m3_gemm_decode(args, plan_decode_gemm(args.m, args.n, args.k, sm_count()), s);
+    return;
+  }
   if (config.backend == GemmBackend::kCublasLt) {
     ScaledMmArgs compact = args;
     Tensor compact_scales;
