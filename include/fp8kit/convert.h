@@ -88,6 +88,16 @@ struct InspectedTensor {
   std::optional<float> scale_min, scale_max;  // over the scale tensor (weights) or the value (scales)
 };
 
+// How fp8kit's model loader would place one checkpoint tensor (inspect --loading).
+struct TensorLoading {
+  std::string tensor;
+  std::string target;     // "linear", "attention", "plain", "skipped", or "unplaced"
+  std::string module;     // engine module (layer prefix) or plain tensor name
+  std::string parameter;  // "weight", "weight_scale", "k_scale", ...
+  std::string shard;      // "q", "k", "v", "0", "1", or "all"
+  std::string method;     // the layer's quantization method: "Fp8LinearMethod", ...
+};
+
 struct InspectReport {
   std::string dir;
   std::string format;  // "fp8", "fp8-block", "compressed-tensors", "modelopt", "unquantized", ...
@@ -97,11 +107,15 @@ struct InspectReport {
   std::vector<InspectedTensor> tensors;
   std::vector<std::string> problems;            // empty for a healthy checkpoint
   uint64_t tensor_bytes = 0;
+  // Filled with `loading` for the architectures the model loader knows; otherwise a note says why.
+  std::vector<TensorLoading> loading;
+  std::string loading_note;
 
   nlohmann::ordered_json to_json() const;
   std::string to_text() const;
 };
 
-InspectReport inspect_checkpoint(const std::string& dir);
+// With `loading`, also how the model loader would place every tensor (method, shard, parameter).
+InspectReport inspect_checkpoint(const std::string& dir, bool loading = false);
 
 }  // namespace fp8kit

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "convert/checkpoint_layout.h"
+#include "convert/inspect_loading.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/convert.h"
 
@@ -31,7 +32,7 @@ std::string format_range(const InspectedTensor& t) {
 
 }  // namespace
 
-InspectReport inspect_checkpoint(const std::string& dir) {
+InspectReport inspect_checkpoint(const std::string& dir, bool loading) {
   const Checkpoint checkpoint = Checkpoint::open(dir);
   const convert::CheckpointLayout layout = convert::analyze_checkpoint(checkpoint);
   InspectReport report;
@@ -84,6 +85,7 @@ InspectReport inspect_checkpoint(const std::string& dir) {
     }
     report.tensors.push_back(std::move(t));
   }
+  if (loading) convert::describe_loading(checkpoint, report);
   return report;
 }
 
@@ -107,6 +109,15 @@ nlohmann::ordered_json InspectReport::to_json() const {
     j["tensors"].push_back(std::move(r));
   }
   j["problems"] = problems;
+  if (!loading.empty() || !loading_note.empty()) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const TensorLoading& l : loading) {
+      rows.push_back({{"tensor", l.tensor}, {"target", l.target}, {"module", l.module}, {"parameter", l.parameter},
+                      {"shard", l.shard}, {"method", l.method}});
+    }
+    j["loading"] = rows;
+    if (!loading_note.empty()) j["loading_note"] = loading_note;
+  }
   return j;
 }
 
@@ -131,6 +142,20 @@ std::string InspectReport::to_text() const {
   for (const std::string& s : kv_cache_scales) out += "  " + s + "\n";
   out += fmt::format("problems ({}):{}\n", problems.size(), problems.empty() ? " none" : "");
   for (const std::string& p : problems) out += "  " + p + "\n";
+  if (!loading_note.empty()) out += fmt::format("\nloading: {}\n", loading_note);
+  if (!loading.empty()) {
+    size_t w_tensor = 6, w_module = 6;
+    for (const TensorLoading& l : loading) {
+      w_tensor = std::max(w_tensor, l.tensor.size());
+      w_module = std::max(w_module, l.module.size());
+    }
+    out += fmt::format("\nloading (as fp8kit's model loader places each tensor)\n{:<{}}  {:<9}  {:<{}}  {:<16}  {:<5}  {}\n",
+                       "tensor", w_tensor, "target", "module", w_module, "parameter", "shard", "method");
+    for (const TensorLoading& l : loading) {
+      out += fmt::format("{:<{}}  {:<9}  {:<{}}  {:<16}  {:<5}  {}\n", l.tensor, w_tensor, l.target, l.module, w_module,
+                         l.parameter, l.shard, l.method);
+    }
+  }
   return out;
 }
 

@@ -106,30 +106,36 @@ nlohmann::ordered_json make_config(const SyntheticModelSpec& s) {
     if (std::find(s.moe_layers.begin(), s.moe_layers.end(), l) == s.moe_layers.end()) dense.push_back(l);
   }
   const char* dtype = s.dtype == DType::kBF16 ? "bfloat16" : s.dtype == DType::kF16 ? "float16" : "float32";
-  return {{"architectures", {"Qwen3MoeForCausalLM"}},
-          {"model_type", "qwen3_moe"},
-          {"vocab_size", s.vocab_size},
-          {"hidden_size", s.hidden_size},
-          {"intermediate_size", s.intermediate_size},
-          {"moe_intermediate_size", s.moe_intermediate_size},
-          {"num_hidden_layers", s.num_layers},
-          {"num_attention_heads", s.num_heads},
-          {"num_key_value_heads", s.num_kv_heads},
-          {"head_dim", s.head_dim},
-          {"num_experts", s.num_experts},
-          {"num_experts_per_tok", s.top_k},
-          {"norm_topk_prob", true},
-          {"decoder_sparse_step", 1},
-          {"mlp_only_layers", dense},
-          {"hidden_act", "silu"},
-          {"rms_norm_eps", 1e-6},
-          {"rope_theta", 1000000.0},
-          {"max_position_embeddings", 4096},
-          {"attention_bias", false},
-          {"tie_word_embeddings", s.tie_word_embeddings},
-          {"bos_token_id", 1},
-          {"eos_token_id", 2},
-          {"torch_dtype", dtype}};
+  const bool moe = !s.moe_layers.empty();
+  nlohmann::ordered_json c = {{"architectures", {moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"}},
+                              {"model_type", moe ? "qwen3_moe" : "qwen3"},
+                              {"vocab_size", s.vocab_size},
+                              {"hidden_size", s.hidden_size},
+                              {"intermediate_size", s.intermediate_size}};
+  if (moe) {
+    c["moe_intermediate_size"] = s.moe_intermediate_size;
+  }
+  c["num_hidden_layers"] = s.num_layers;
+  c["num_attention_heads"] = s.num_heads;
+  c["num_key_value_heads"] = s.num_kv_heads;
+  c["head_dim"] = s.head_dim;
+  if (moe) {
+    c["num_experts"] = s.num_experts;
+    c["num_experts_per_tok"] = s.top_k;
+    c["norm_topk_prob"] = true;
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = dense;
+  }
+  c["hidden_act"] = "silu";
+  c["rms_norm_eps"] = 1e-6;
+  c["rope_theta"] = 1000000.0;
+  c["max_position_embeddings"] = 4096;
+  c["attention_bias"] = false;
+  c["tie_word_embeddings"] = s.tie_word_embeddings;
+  c["bos_token_id"] = 1;
+  c["eos_token_id"] = 2;
+  c["torch_dtype"] = dtype;
+  return c;
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ struct SyntheticModelSpec {
   int64_t num_heads = 4;
   int64_t num_kv_heads = 2;
   int64_t head_dim = 64;
-  std::vector<int64_t> moe_layers = {1};  // the others are dense
+  std::vector<int64_t> moe_layers = {1};  // the others are dense; none: a dense Qwen3ForCausalLM
   int64_t num_experts = 8;
   int64_t top_k = 2;
   int64_t moe_intermediate_size = 256;

@@ -8,6 +8,10 @@
 #include <fmt/ranges.h>
 
 #include "core/check.h"
+#include "fp8kit/layers/attention.h"
+#include "fp8kit/layers/fp8_linear_method.h"
+#include "fp8kit/layers/linear.h"
+#include "fp8kit/layers/unquantized_linear_method.h"
 #include "layers/config_json.h"
 #include "layers/py_string.h"
 

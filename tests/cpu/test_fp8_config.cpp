@@ -9,7 +9,11 @@
 
 #include "expect_error.h"
 #include "fp8kit/error.h"
+#include "fp8kit/layers/attention.h"
 #include "fp8kit/layers/fp8_config.h"
+#include "fp8kit/layers/fp8_linear_method.h"
+#include "fp8kit/layers/linear.h"
+#include "fp8kit/layers/unquantized_linear_method.h"
 
 namespace fp8kit {
 namespace {
@@ -228,12 +232,9 @@ TEST(Fp8ConfigFromConfig, WrongTypesNameKeyAndType) {
 
 // ---- get_quant_method ----
 
-struct QKVParallelLinear : LinearBase {};
-struct ReplicatedLinear : LinearBase {};
-
 TEST(Fp8ConfigQuantMethod, LinearIsFp8AndKeepsTheConfig) {
   Fp8Config config(true, "static", {"lm_head"});
-  LinearBase linear;
+  RowParallelLinear linear("model.layers.0.mlp.down_proj", 64, 32);
   auto method = config.get_quant_method(linear, "model.layers.0.mlp.down_proj");
   ASSERT_NE(method, nullptr);
   EXPECT_EQ(method->name(), "Fp8LinearMethod");
@@ -244,7 +245,7 @@ TEST(Fp8ConfigQuantMethod, LinearIsFp8AndKeepsTheConfig) {
 
 TEST(Fp8ConfigQuantMethod, IgnoredLinearIsUnquantized) {
   Fp8Config config(true, "static", {"lm_head"});
-  ReplicatedLinear lm_head;
+  ReplicatedLinear lm_head("lm_head", 64, 128);
   auto method = config.get_quant_method(lm_head, "lm_head");
   ASSERT_NE(method, nullptr);
   EXPECT_EQ(method->name(), "UnquantizedLinearMethod");
@@ -257,7 +258,7 @@ TEST(Fp8ConfigQuantMethod, FusedLinearUsesPackedMapping) {
                    {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
                     "model.layers.0.self_attn.v_proj", "model.layers.1.self_attn.q_proj"});
   config.packed_modules_mapping = kLlamaPacked;
-  QKVParallelLinear qkv;
+  QKVParallelLinear qkv("model.layers.0.self_attn.qkv_proj", 64, 16, 4, 2);
   EXPECT_EQ(config.get_quant_method(qkv, "model.layers.0.self_attn.qkv_proj")->name(), "UnquantizedLinearMethod");
   EXPECT_EQ(config.get_quant_method(qkv, "model.layers.2.self_attn.qkv_proj")->name(), "Fp8LinearMethod");
   expect_invalid([&] { config.get_quant_method(qkv, "model.layers.1.self_attn.qkv_proj"); },
@@ -282,7 +283,7 @@ TEST(Fp8ConfigQuantMethod, MoEIsNeverSkipped) {
 
 TEST(Fp8ConfigQuantMethod, AttentionGetsKvCacheMethod) {
   Fp8Config config(true, "static", {"model.layers.0.self_attn.attn"});
-  Attention attn;
+  Attention attn("model.layers.0.self_attn.attn", 32, 128, 8);
   auto method = config.get_quant_method(attn, "model.layers.0.self_attn.attn");
   ASSERT_NE(method, nullptr);
   EXPECT_EQ(method->name(), "Fp8KVCacheMethod");

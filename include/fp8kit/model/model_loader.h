@@ -1,0 +1,103 @@
+// Loading a Hugging Face checkpoint into fp8kit layers, as vLLM's model loader does (spec 1.1,
+// 1.12, 1.13, 4): describe the model's layers from config.json, create them with the
+// checkpoint's quantization config (or online FP8 for a 16-bit checkpoint), map every checkpoint
+// tensor to (layer, parameter, shard) through the stacked-parameter mapping (q/k/v -> qkv_proj,
+// gate/up -> gate_up_proj) and the KV-scale names, call the weight loaders, then every linear
+// layer's process_weights_after_loading, then the attention layers'. Unexpected, missing or
+// mis-shaped tensors are errors naming the tensor and what was expected. Tensors are read from
+// the memory-mapped shards one at a time and copied straight to the layers' device.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp8kit/layers/attention.h"
+#include "fp8kit/layers/linear.h"
+#include "fp8kit/layers/quantization_config.h"
+
+namespace fp8kit {
+
+// One linear layer of the model, by its engine module path.
+struct LinearSpec {
+  enum class Kind { kReplicated, kColumn, kMergedColumn, kQKV, kRow };
+  std::string prefix;  // "model.layers.0.self_attn.qkv_proj"
+  Kind kind = Kind::kColumn;
+  int64_t input_size = 0;
+  int64_t output_size = 0;            // kReplicated, kColumn, kRow
+  std::vector<int64_t> output_sizes;  // kMergedColumn: every stacked layer's full output size
+  int64_t head_size = 0, num_heads = 0, num_kv_heads = 0;  // kQKV
+  bool bias = false;
+};
+
+struct AttentionSpec {
+  std::string prefix;  // "model.layers.0.self_attn.attn"
+  int64_t num_heads = 0, head_size = 0, num_kv_heads = 0;
+};
+
+// A checkpoint module stacked into a fused engine module: ("qkv_proj", "q_proj", "q").
+struct StackedParam {
+  std::string param_name;
+  std::string weight_name;
+  ShardId shard_id;
+};
+
+struct ModelDescription {
+  std::string architecture;
+  DType dtype = DType::kBF16;  // config.json torch_dtype
+  std::vector<LinearSpec> linears;
+  std::vector<AttentionSpec> attentions;
+  PackedModulesMapping packed_modules_mapping;
+  std::vector<StackedParam> stacked_params;
+  // Checkpoint tensors kept as plain tensors (embeddings, norms, lm_head): exact names.
+  std::vector<std::string> plain_tensors;
+  // Checkpoint tensors a loader may skip (rotary caches and the like): suffixes.
+  std::vector<std::string> ignored_suffixes = {"rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached"};
+};
+
+// Llama / Mistral / Qwen2 / Qwen3 (dense) from config.json; Error(kUnsupported) naming the
+// architecture for others. tp_size is used only to validate divisibility.
+ModelDescription describe_hf_model(const nlohmann::ordered_json& config);
+
+struct LoadOptions {
+  ParallelConfig parallel;
+  Device device = Device::cpu();
+  std::string kv_cache_dtype = "auto";
+  bool calculate_kv_scales = false;
+};
+
+class LoadedModel {
+ public:
+  std::unique_ptr<QuantizationConfig> quant_config;  // what get_quant_config chose
+  std::map<std::string, std::unique_ptr<LinearBase>> linears;
+  std::map<std::string, std::unique_ptr<Attention>> attentions;
+  std::map<std::string, Tensor> plain;  // on the load device
+
+  LinearBase& linear(const std::string& prefix) const;  // Error naming the prefix when absent
+  Attention& attention(const std::string& prefix) const;
+};
+
+// Where a checkpoint tensor goes: the layer (or plain tensor), the parameter and the shard.
+struct TensorPlacement {
+  enum class Target { kLinear, kAttention, kPlain, kSkipped };
+  Target target = Target::kSkipped;
+  std::string module;     // layer prefix, or the plain tensor's name
+  std::string parameter;  // "weight", "weight_scale", "k_scale", ...
+  std::optional<ShardId> shard;
+};
+
+// The placement of checkpoint tensor `name` in a model of `description`; nullopt when no layer
+// or plain tensor takes it (an error at load time).
+std::optional<TensorPlacement> place_tensor(const ModelDescription& description, const QuantizationConfig& config,
+                                            const std::string& name);
+
+LoadedModel load_model(const std::string& checkpoint_dir, const LoadOptions& options = {});
+LoadedModel load_model(const std::string& checkpoint_dir, const ModelDescription& description,
+                       const LoadOptions& options = {});
+
+}  // namespace fp8kit

@@ -1,0 +1,215 @@
+// load_model and place_tensor (include/fp8kit/model/model_loader.h): layers created from a
+// ModelDescription with the checkpoint's quantization config, checkpoint tensors placed and
+// loaded one at a time from the mapped shards, then the post-processing of every layer.
+// Tested by tests/cpu/test_model_loader.cpp (and tests/gpu/test_model_loader_cuda.cpp).
+#include <algorithm>
+#include <set>
+
+#include "core/check.h"
+#include "fp8kit/checkpoint.h"
+#include "fp8kit/model/model_loader.h"
+#include "fp8kit/platform.h"
+
+namespace fp8kit {
+namespace {
+
+const char* const kParameterNames[] = {"weight_scale_inv", "weight_scale", "input_scale", "weight", "bias"};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string last_component(const std::string& module) {
+  const size_t dot = module.rfind('.');
+  return dot == std::string::npos ? module : module.substr(dot + 1);
+}
+
+std::string parent_of(const std::string& module) {
+  const size_t dot = module.rfind('.');
+  return dot == std::string::npos ? std::string() : module.substr(0, dot);
+}
+
+bool has_linear(const ModelDescription& d, const std::string& prefix) {
+  return std::any_of(d.linears.begin(), d.linears.end(), [&](const LinearSpec& l) { return l.prefix == prefix; });
+}
+
+bool has_attention(const ModelDescription& d, const std::string& prefix) {
+  return std::any_of(d.attentions.begin(), d.attentions.end(), [&](const AttentionSpec& a) { return a.prefix == prefix; });
+}
+
+std::unique_ptr<LinearBase> make_linear(const LinearSpec& s, const LinearOptions& options) {
+  LinearOptions o = options;
+  o.bias = s.bias;
+  switch (s.kind) {
+    case LinearSpec::Kind::kReplicated:
+      return std::make_unique<ReplicatedLinear>(s.prefix, s.input_size, s.output_size, o);
+    case LinearSpec::Kind::kColumn:
+      return std::make_unique<ColumnParallelLinear>(s.prefix, s.input_size, s.output_size, o);
+    case LinearSpec::Kind::kMergedColumn:
+      return std::make_unique<MergedColumnParallelLinear>(s.prefix, s.input_size, s.output_sizes, o);
+    case LinearSpec::Kind::kQKV:
+      return std::make_unique<QKVParallelLinear>(s.prefix, s.input_size, s.head_size, s.num_heads, s.num_kv_heads, o);
+    case LinearSpec::Kind::kRow:
+      return std::make_unique<RowParallelLinear>(s.prefix, s.input_size, s.output_size, o);
+  }
+  fail(ErrorCode::kInternal, "unknown linear kind for {}", s.prefix);
+}
+
+// The shards a parameter of `layer` must have received: every stacked shard, or the fused tensor.
+std::vector<std::set<std::string>> complete_shard_sets(const LinearBase& layer) {
+  if (dynamic_cast<const QKVParallelLinear*>(&layer) != nullptr) return {{"q", "k", "v"}, {"all"}};
+  if (const auto* merged = dynamic_cast<const MergedColumnParallelLinear*>(&layer)) {
+    std::set<std::string> shards;
+    for (size_t i = 0; i < merged->output_sizes().size(); ++i) shards.insert(std::to_string(i));
+    return {shards, {"all"}};
+  }
+  return {{"all"}};
+}
+
+void check_complete(const LinearBase& layer, const std::string& dir) {
+  const auto sets = complete_shard_sets(layer);
+  for (const auto& [name, param] : layer.parameters()) {
+    const bool complete = std::any_of(sets.begin(), sets.end(), [&](const std::set<std::string>& need) {
+      return std::includes(param.loaded_shards.begin(), param.loaded_shards.end(), need.begin(), need.end());
+    });
+    if (complete) continue;
+    std::string got;
+    for (const std::string& s : param.loaded_shards) got += (got.empty() ? "" : ", ") + s;
+    fail(ErrorCode::kInvalidArgument, "{}: no checkpoint tensor filled {}.{} ({}; shards loaded: {})", dir,
+         layer.prefix(), name, layer.quant_method() ? layer.quant_method()->name() : "no method",
+         got.empty() ? "none" : got);
+  }
+}
+
+}  // namespace
+
+LinearBase& LoadedModel::linear(const std::string& prefix) const {
+  const auto it = linears.find(prefix);
+  FP8KIT_CHECK_ARG(it != linears.end(), "the model has no linear layer {}", prefix);
+  return *it->second;
+}
+
+Attention& LoadedModel::attention(const std::string& prefix) const {
+  const auto it = attentions.find(prefix);
+  FP8KIT_CHECK_ARG(it != attentions.end(), "the model has no attention layer {}", prefix);
+  return *it->second;
+}
+
+std::optional<TensorPlacement> place_tensor(const ModelDescription& d, const QuantizationConfig& config,
+                                            const std::string& name) {
+  TensorPlacement p;
+  // KV-cache (and q / prob) scales, in every naming scheme.
+  std::optional<std::string> kv = config.get_cache_scale(name);
+  if (!kv) kv = remap_kv_scale_name(name);
+  if (kv) {
+    const std::string module = parent_of(*kv);
+    if (!has_attention(d, module)) return std::nullopt;
+    p.target = TensorPlacement::Target::kAttention;
+    p.module = module;
+    p.parameter = last_component(*kv);
+    return p;
+  }
+  if (std::find(d.plain_tensors.begin(), d.plain_tensors.end(), name) != d.plain_tensors.end()) {
+    p.target = TensorPlacement::Target::kPlain;
+    p.module = name;
+    return p;
+  }
+  for (const std::string& suffix : d.ignored_suffixes) {
+    if (ends_with(name, suffix)) return p;  // kSkipped
+  }
+  for (const char* param : kParameterNames) {
+    const std::string suffix = std::string(".") + param;
+    if (!ends_with(name, suffix)) continue;
+    std::string module = name.substr(0, name.size() - suffix.size());
+    std::optional<ShardId> shard;
+    for (const StackedParam& s : d.stacked_params) {
+      if (last_component(module) == s.weight_name) {
+        module = parent_of(module) + "." + s.param_name;
+        shard = s.shard_id;
+        break;
+      }
+    }
+    if (!has_linear(d, module)) return std::nullopt;
+    p.target = TensorPlacement::Target::kLinear;
+    p.module = module;
+    p.parameter = param;
+    p.shard = shard;
+    return p;
+  }
+  return std::nullopt;
+}
+
+LoadedModel load_model(const std::string& dir, const LoadOptions& options) {
+  const Checkpoint checkpoint = Checkpoint::open(dir);
+  return load_model(dir, describe_hf_model(checkpoint.config()), options);
+}
+
+LoadedModel load_model(const std::string& dir, const ModelDescription& description, const LoadOptions& options) {
+  const Checkpoint checkpoint = Checkpoint::open(dir);
+  LoadedModel model;
+  model.quant_config = get_quant_config(checkpoint.config());
+  // configure_quant_config: the model class's packed modules (used by ignored_layers matching).
+  model.quant_config->packed_modules_mapping = description.packed_modules_mapping;
+  const int capability = options.device.is_cuda() ? get_device_capability(options.device.index).as_int() : 90;
+  verify_quantization_support(*model.quant_config, capability, description.dtype);
+
+  LinearOptions linear_options;
+  linear_options.params_dtype = description.dtype;
+  linear_options.quant_config = model.quant_config.get();
+  linear_options.parallel = options.parallel;
+  linear_options.device = options.device;
+  for (const LinearSpec& spec : description.linears) model.linears.emplace(spec.prefix, make_linear(spec, linear_options));
+  AttentionOptions attention_options;
+  attention_options.kv_cache_dtype = options.kv_cache_dtype;
+  attention_options.calculate_kv_scales = options.calculate_kv_scales;
+  attention_options.quant_config = model.quant_config.get();
+  attention_options.device = options.device;
+  for (const AttentionSpec& spec : description.attentions) {
+    model.attentions.emplace(spec.prefix, std::make_unique<Attention>(spec.prefix, spec.num_heads, spec.head_size,
+                                                                        spec.num_kv_heads, attention_options));
+  }
+
+  for (const std::string& name : checkpoint.tensor_names()) {
+    const std::optional<TensorPlacement> place = place_tensor(description, *model.quant_config, name);
+    FP8KIT_CHECK_ARG(place.has_value(), "{}: unexpected tensor '{}' ({}{}): no layer of {} takes it", dir, name,
+                     dtype_safetensors_name(checkpoint.info(name).dtype), shape_to_string(checkpoint.info(name).shape),
+                     description.architecture);
+    checkpoint.prefetch(name);
+    const Tensor t = checkpoint.tensor(name);
+    try {
+      switch (place->target) {
+        case TensorPlacement::Target::kLinear: {
+          LinearBase& layer = *model.linears.at(place->module);
+          FP8KIT_CHECK_ARG(layer.find_parameter(place->parameter) != nullptr,
+                           "layer {} ({}) has no parameter {}", layer.prefix(),
+                           layer.quant_method() ? layer.quant_method()->name() : "no method", place->parameter);
+          layer.load_weight(place->parameter, t, place->shard);
+          break;
+        }
+        case TensorPlacement::Target::kAttention: {
+          Attention& layer = *model.attentions.at(place->module);
+          if (layer.find_parameter(place->parameter) != nullptr) layer.load_weight(place->parameter, t, std::nullopt);
+          break;  // KV scales without a KV-cache method (kv_cache_dtype auto) are not used
+        }
+        case TensorPlacement::Target::kPlain:
+          // A CPU load copies out of the mapped shard, which is released below.
+          model.plain[name] = options.device.is_cuda() ? t.to(options.device) : t.clone();
+          break;
+        case TensorPlacement::Target::kSkipped:
+          break;
+      }
+    } catch (const Error& e) {
+      throw Error(e.code(), dir + ": tensor '" + name + "': " + e.what());
+    }
+    checkpoint.release(name);
+  }
+  for (const std::string& name : description.plain_tensors) {
+    FP8KIT_CHECK_ARG(model.plain.count(name), "{}: the checkpoint has no tensor '{}'", dir, name);
+  }
+  for (auto& [prefix, layer] : model.linears) check_complete(*layer, dir);
+  for (auto& [prefix, layer] : model.linears) layer->process_weights_after_loading();
+  for (auto& [prefix, layer] : model.attentions) layer->process_weights_after_loading();
+  return model;
+}
+
+}  // namespace fp8kit

@@ -1,0 +1,126 @@
+// The layers and the checkpoint loader on the GPU: checkpoints written by `fp8kit quantize`
+// (per-tensor, block) and a BF16 one quantized online, loaded onto CUDA and onto the CPU. The
+// post-processed weights and scales are bit-identical (the quantization kernels are), each
+// layer's output agrees with the CPU layer within the GEMM tolerance and with the BF16 weights
+// within FP8's error; the weight-only path forced with FP8KIT_FORCE_WEIGHT_ONLY=1; dynamic KV
+// scales.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "model_loader_test_util.h"
+#include "test_dirs.h"
+
+namespace fp8kit {
+namespace {
+
+using namespace loader_test;
+
+const char* const kLayers[] = {"model.layers.0.self_attn.qkv_proj", "model.layers.0.self_attn.o_proj",
+                               "model.layers.1.mlp.gate_up_proj", "model.layers.1.mlp.down_proj"};
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const Tensor ca = a.to(Device::cpu()).contiguous(), cb = b.to(Device::cpu()).contiguous();
+  return ca.dtype() == cb.dtype() && ca.shape() == cb.shape() && std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
+}
+
+std::vector<double> values(const Tensor& t) {
+  const Tensor c = t.to(Device::cpu()).contiguous();
+  std::vector<double> v(size_t(c.numel()));
+  for (int64_t i = 0; i < c.numel(); ++i) v[size_t(i)] = to_float(c, i);
+  return v;
+}
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// GPU and CPU loads of `dir`: same processed parameters, outputs within `tolerance` of each other
+// (different GEMM accumulation orders, one bf16 rounding each) and every layer within FP8's error
+// of the BF16 weights.
+void expect_gpu_matches_cpu(const std::string& dir, const std::string& bf16_dir, double tolerance) {
+  LoadOptions on_gpu;
+  on_gpu.device = Device::cuda(0);
+  const LoadedModel gpu = load_model(dir, on_gpu);
+  const LoadedModel cpu = load_model(dir);
+  for (const char* name : kLayers) {
+    SCOPED_TRACE(name);
+    LinearBase& g = gpu.linear(name);
+    LinearBase& c = cpu.linear(name);
+    ASSERT_EQ(g.quant_method()->name(), c.quant_method()->name());
+    for (const auto& [pname, param] : c.parameters()) {
+      ASSERT_NE(g.find_parameter(pname), nullptr) << pname;
+      EXPECT_TRUE(g.parameter(pname).data.device().is_cuda()) << pname;
+      EXPECT_TRUE(same_bytes(g.parameter(pname).data, param.data)) << pname;
+    }
+    for (const int64_t m : {1, 5, 64, 200}) {
+      const Tensor x = random_bf16({m, c.input_size()}, uint32_t(m));
+      const Tensor yc = c.forward(x);
+      const Tensor yg = g.forward(x.to(Device::cuda(0)));
+      EXPECT_TRUE(yg.device().is_cuda());
+      EXPECT_LE(rel_error(yg.to(Device::cpu()), values(yc)), tolerance) << "m " << m;
+    }
+  }
+  expect_layers_close(gpu, bf16_dir, 0.06);
+}
+
+// bf16 outputs: each side rounds once (2^-9 relative), the accumulation orders differ in f32.
+constexpr double kGpuVsCpu = 4e-3;
+
+TEST(LayersCuda, PerTensorCheckpoint) {
+  const std::string root = fp8kit::testing::scratch_dir();
+  expect_gpu_matches_cpu(make_fp8(root, QuantScheme::kPerTensor), root + "/bf16", kGpuVsCpu);
+}
+
+TEST(LayersCuda, BlockCheckpoint) {
+  const std::string root = fp8kit::testing::scratch_dir();
+  expect_gpu_matches_cpu(make_fp8(root, QuantScheme::kBlock), root + "/bf16", kGpuVsCpu);
+}
+
+TEST(LayersCuda, Bf16CheckpointQuantizedOnline) {
+  const std::string root = fp8kit::testing::scratch_dir();
+  const std::string dir = make_bf16(root);
+  expect_gpu_matches_cpu(dir, dir, kGpuVsCpu);
+}
+
+TEST(LayersCuda, ForcedWeightOnly) {
+  ScopedEnv force("FP8KIT_FORCE_WEIGHT_ONLY", "1");
+  const std::string root = fp8kit::testing::scratch_dir();
+  for (const QuantScheme scheme : {QuantScheme::kPerTensor, QuantScheme::kBlock}) {
+    const std::string dir = make_fp8(root + (scheme == QuantScheme::kBlock ? "/b" : "/t"), scheme);
+    LoadOptions on_gpu;
+    on_gpu.device = Device::cuda(0);
+    const LoadedModel gpu = load_model(dir, on_gpu);
+    EXPECT_EQ(gpu.linear(kLayers[0]).find_parameter("input_scale"), nullptr);
+    expect_gpu_matches_cpu(dir, root + (scheme == QuantScheme::kBlock ? "/b" : "/t") + "/bf16", kGpuVsCpu);
+  }
+}
+
+TEST(LayersCuda, DynamicKvScalesMatchTheCpu) {
+  const std::string root = fp8kit::testing::scratch_dir();
+  const std::string dir = make_fp8(root, QuantScheme::kPerTensor);
+  LoadOptions o;
+  o.kv_cache_dtype = "fp8";
+  o.calculate_kv_scales = true;
+  const LoadedModel cpu = load_model(dir, o);
+  o.device = Device::cuda(0);
+  const LoadedModel gpu = load_model(dir, o);
+  Attention& ac = cpu.attention("model.layers.0.self_attn.attn");
+  Attention& ag = gpu.attention("model.layers.0.self_attn.attn");
+  const Tensor q = random_bf16({33, 256}, 1), k = random_bf16({33, 128}, 2), v = random_bf16({33, 128}, 3);
+  ac.calc_kv_scales(q, k, v);
+  ag.calc_kv_scales(q.to(Device::cuda(0)), k.to(Device::cuda(0)), v.to(Device::cuda(0)));
+  EXPECT_TRUE(same_bytes(ag.k_scale, ac.k_scale));
+  EXPECT_TRUE(same_bytes(ag.v_scale, ac.v_scale));
+  EXPECT_TRUE(same_bytes(ag.q_scale, ac.q_scale));
+  EXPECT_EQ(ag.k_scale_float, ac.k_scale_float);
+}
+
+}  // namespace
+}  // namespace fp8kit
