@@ -101,13 +101,23 @@ Tensor requantized_qkv(const Checkpoint& ckpt, float* max_scale) {
 TEST(ModelLoaderCheckpoints, ShardsWithDifferentScalesAreRequantizedBitForBit) {
   const std::string root = fp8kit::testing::scratch_dir();
   const std::string dir = make_fp8(root, QuantScheme::kPerTensor);
+  // Scale the k and v shards so that the three scales differ (the synthetic shards share one
+  // absmax): codes quantized with one scale requantized to a larger one lose low bits.
+  rewrite_checkpoint(dir, [&](Tensors& tensors, nlohmann::ordered_json&) {
+    Tensor& k = find_tensor(tensors, kL0 + "self_attn.k_proj.weight_scale");
+    Tensor& v = find_tensor(tensors, kL0 + "self_attn.v_proj.weight_scale");
+    k = Tensor::scalar_f32(scalar(k) * 3.0f);
+    v = Tensor::scalar_f32(scalar(v) * 0.7f);
+  });
   const Checkpoint ckpt = Checkpoint::open(dir);
   float max_scale = 0;
   const Tensor want = requantized_qkv(ckpt, &max_scale);
   const std::set<float> distinct = {scalar(ckpt.tensor(kL0 + "self_attn.q_proj.weight_scale")),
                                     scalar(ckpt.tensor(kL0 + "self_attn.k_proj.weight_scale")),
                                     scalar(ckpt.tensor(kL0 + "self_attn.v_proj.weight_scale"))};
-  ASSERT_EQ(distinct.size(), 3u) << "the synthetic shards must differ in scale for this test to mean anything";
+  ASSERT_EQ(distinct.size(), 3u);
+  // The q and v codes change: the test compares real requantization, not a copy.
+  EXPECT_FALSE(same_bytes(want.narrow(0, 0, 256), ckpt.tensor(kL0 + "self_attn.q_proj.weight")));
   const LoadedModel model = load_model(dir);
   const LinearBase& qkv = model.linear(kL0 + "self_attn.qkv_proj");
   EXPECT_EQ(scalar(qkv.parameter("weight_scale").data), max_scale);
@@ -270,6 +280,28 @@ TEST(ModelLoaderCheckpoints, KvScalesUnderEveryNamingScheme) {
     const LoadedModel plain = load_model(dir);
     EXPECT_EQ(plain.attention("model.layers.0.self_attn.attn").k_scale_float, 1.0f);
   }
+}
+
+TEST(ModelLoaderCheckpoints, InspectShowsHowEachTensorLoads) {
+  const std::string root = fp8kit::testing::scratch_dir();
+  const std::string dir = make_fp8(root, QuantScheme::kPerTensor);
+  const fp8kit::testing::CommandResult r = fp8kit::testing::run_cli("inspect --loading " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* row : {"model.layers.0.self_attn.k_proj.weight_scale    linear     model.layers.0.self_attn.qkv_proj   "
+                          "            weight_scale      k      Fp8LinearMethod",
+                          "model.layers.1.mlp.up_proj.weight               linear     model.layers.1.mlp.gate_up_proj   "
+                          "              weight            1      Fp8LinearMethod",
+                          "model.embed_tokens.weight                       plain"}) {
+    EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+  }
+  // A tensor no layer takes is a problem (exit code 3), named in the table.
+  rewrite_checkpoint(dir, [&](Tensors& tensors, nlohmann::ordered_json&) {
+    tensors.push_back({"model.layers.0.mlp.mystery.weight", Tensor::zeros({4, 4}, DType::kBF16)});
+  });
+  const fp8kit::testing::CommandResult bad = fp8kit::testing::run_cli("inspect --loading " + dir);
+  EXPECT_EQ(bad.exit_code, 3) << bad.output;
+  EXPECT_NE(bad.output.find("the model loader has no place for tensor model.layers.0.mlp.mystery.weight"), std::string::npos)
+      << bad.output;
 }
 
 #ifdef FP8KIT_EXAMPLE_LOAD_AND_RUN
