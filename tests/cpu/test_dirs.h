@@ -5,15 +5,19 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
 namespace fp8kit::testing {
 
-// FP8KIT_TEST_TMPDIR/<suite>.<test>, emptied at construction.
+// <tmp>/<suite>.<test>, emptied at construction. <tmp> is $FP8KIT_TEST_TMPDIR when set (the
+// GPU tests run on another machine than the one that built them), else the build's tmp folder.
 inline std::string scratch_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string dir = std::string(FP8KIT_TEST_TMPDIR) + "/" + info->test_suite_name() + "." + info->name();
+  const char* env = std::getenv("FP8KIT_TEST_TMPDIR");
+  const std::string root = env != nullptr && *env != '\0' ? env : FP8KIT_TEST_TMPDIR;
+  const std::string dir = root + "/" + info->test_suite_name() + "." + info->name();
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
