@@ -24,29 +24,20 @@ GemmDesc aligned(int64_t m, int64_t n, int64_t k, int arch = 90) {
   return d;
 }
 
-TEST(GemmConfig, DecodeServesSmallMWithEveryScaling) {
+TEST(GemmConfig, DecodeRunsOnlyWhenForced) {
   unsetenv("FP8KIT_GEMM_BACKEND");
   for (int64_t m : {1, 7, 16, 33, 64}) {
-    for (ScaleKind a : {ScaleKind::kTensor, ScaleKind::kRow}) {
-      for (ScaleKind b : {ScaleKind::kTensor, ScaleKind::kRow}) {
-        GemmDesc d = aligned(m, 6144, 4096);
-        d.scale_a = a;
-        d.scale_b = b;
-        EXPECT_EQ(select_gemm(d).backend, GemmBackend::kDecode) << m;
-      }
-    }
-    // Block scaling in any scale layout and any block_n, where cuBLASLt's block mode declines.
-    GemmDesc blk = aligned(m, 320, 256, 89);
-    blk.scale_a = blk.scale_b = ScaleKind::kBlock;
-    blk.block_n = 64;
-    blk.block_k = 128;
-    EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kDecode) << m;
+    GemmDesc d = aligned(m, 6144, 4096);
+    EXPECT_EQ(decode_rejects(d), "") << m;
+    EXPECT_EQ(select_gemm(d).backend, GemmBackend::kCublasLt) << m;
   }
-  // Ragged N, K a multiple of 16 only, strided rows.
-  GemmDesc ragged = aligned(3, 129, 48);
-  ragged.lda = 64;
-  ragged.ldc = 129;
-  EXPECT_EQ(select_gemm(ragged).backend, GemmBackend::kDecode);
+  // Block scaling that cuBLASLt declines goes to the generic kernel, not the decode kernel.
+  GemmDesc blk = aligned(16, 320, 256, 89);
+  blk.scale_a = blk.scale_b = ScaleKind::kBlock;
+  blk.block_n = 64;
+  blk.block_k = 128;
+  EXPECT_EQ(decode_rejects(blk), "");
+  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kFallback);
 }
 
 TEST(GemmConfig, DecodeRejectsWithAReason) {
@@ -76,7 +67,7 @@ TEST(GemmConfig, CublasLtServesAlignedProblemsAboveDecodeSizes) {
       d.scale_b = b;
       const GemmConfig c = select_gemm(d);
       EXPECT_EQ(c.backend, GemmBackend::kCublasLt);
-      EXPECT_EQ(c.reason, "decode: M > 64 (a weight stream pays off for decode sizes only)");
+      EXPECT_EQ(c.reason, "");
       d.m = 16;
       EXPECT_EQ(cublaslt_rejects(d), "");
     }
@@ -115,13 +106,12 @@ TEST(GemmConfig, CublasLtRejectsWithAReason) {
 TEST(GemmConfig, RaggedOrUnsupportedProblemsFallBackWithAReason) {
   unsetenv("FP8KIT_GEMM_BACKEND");
   EXPECT_EQ(select_gemm(aligned(3, 129, 127)).reason,
-            "decode: K is not a multiple of 16; cublaslt: K is not a multiple of 16");
+            "cublaslt: K is not a multiple of 16");
   EXPECT_EQ(select_gemm(aligned(16, 256, 256, 80)).reason,
-            "decode: no FP8 conversion instructions before sm_89; cublaslt: no FP8 tensor cores before sm_89");
+            "cublaslt: no FP8 tensor cores before sm_89");
   GemmDesc odd_n = aligned(65, 129, 128);
   EXPECT_EQ(select_gemm(odd_n).backend, GemmBackend::kFallback);
-  EXPECT_EQ(select_gemm(odd_n).reason, "decode: M > 64 (a weight stream pays off for decode sizes only); cublaslt: "
-                                       "the output row stride is not a multiple of 16 bytes");
+  EXPECT_EQ(select_gemm(odd_n).reason, "cublaslt: the output row stride is not a multiple of 16 bytes");
   GemmDesc blk = aligned(128, 256, 512, 89);
   blk.scale_a = blk.scale_b = ScaleKind::kBlock;
   blk.block_n = blk.block_k = 128;

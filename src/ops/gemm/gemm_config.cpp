@@ -128,9 +128,11 @@ GemmConfig select_gemm(const GemmDesc& d) {
                  "FP8KIT_GEMM_BACKEND=cublaslt cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_cublaslt);
     return {GemmBackend::kCublasLt, ""};
   }
-  if (why_not_decode.empty()) return {GemmBackend::kDecode, ""};
-  if (why_not_cublaslt.empty()) return {GemmBackend::kCublasLt, "decode: " + why_not_decode};
-  return {GemmBackend::kFallback, "decode: " + why_not_decode + "; cublaslt: " + why_not_cublaslt};
+  // The decode kernel runs only when forced: measured on the H200 it streams weights at 0.25-0.8x
+  // the speed of cuBLASLt at M <= 64 and one block-scaled shape (24576 x 7168, M = 16) verified
+  // wrong (docs/PERFORMANCE.md), so it stays out of the default choice until it wins and passes.
+  if (why_not_cublaslt.empty()) return {GemmBackend::kCublasLt, ""};
+  return {GemmBackend::kFallback, "cublaslt: " + why_not_cublaslt};
 }
 
 }  // namespace fp8kit::ops

@@ -12,7 +12,7 @@
 namespace fp8kit::ops {
 
 enum class GemmBackend : uint8_t {
-  kDecode,    // sm90_e4m3_gemm_decode: weight-streaming kernel for M <= 64, every scaling
+  kDecode,    // sm90_e4m3_gemm_decode: weight-streaming kernel for M <= 64 (FP8KIT_GEMM_BACKEND=decode only)
   kCublasLt,  // cuBLASLt FP8 matmul: per-tensor, outer-vector (token x channel), 128x128 block modes
   kFallback,  // fp8kit's generic CUDA kernel: any shape, stride, scaling and block size (slow)
 };

@@ -1,5 +1,6 @@
-// The CUDA entry of scaled_mm: GemmDesc -> GemmConfig (gemm_config.h), then the chosen backend:
-// fp8kit's decode kernel for M <= 64 (sm90_e4m3_gemm_decode.cu), else cuBLASLt. With per-row or block activation scales and fewer than 16 rows, cuBLASLt (CUDA 13.0, H200)
+// The CUDA entry of scaled_mm: GemmDesc -> GemmConfig (gemm_config.h), then the chosen backend
+// (cuBLASLt, the generic kernel, or when forced the decode kernel of sm90_e4m3_gemm_decode.cu).
+// With per-row or block activation scales and fewer than 16 rows, cuBLASLt (CUDA 13.0, H200)
 // either finds no algorithm or picks one 20x slower than at 16 rows (measured at M = 1: 250 us
 // against 20 us for a 6144 x 4096 weight): such problems run padded to 16 rows of zeros. A
 // per-tensor scale next to a per-row one (which cuBLASLt cannot mix) becomes a vector. Only what
