@@ -249,6 +249,48 @@ def bf16_table(fp_cases, torch_cases, out, summary):
             ""]
 
 
+WEIGHT_ONLY_VS_BF16 = 1.7   # weight-only decode (M <= 16) over the BF16 GEMM of the same shape
+
+
+def weight_only_table(fp_cases, torch_cases, out, summary):
+    bf16 = {(c["shape"], c["m"]): c for c in fp_cases if c["scaling"] == "bf16" and "error" not in c}
+    rows = ["| model | N x K | M | fp8kit weight-only µs | weight TB/s | % copy | bf16 µs (fastest of cuBLASLt, "
+            "torch.matmul) | speedup over bf16 | target | verdict |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    speedups, verdicts = [], []
+    for c in fp_cases:
+        if c["scaling"] != "weight_only":
+            continue
+        if "error" in c:
+            rows.append(error_row(c, 10))
+            verdicts.append("FAIL")
+            continue
+        refs = [x["median_us"] for x in (bf16.get((c["shape"], c["m"])),
+                                         best(torch_cases, PEERS["bf16"], c["shape"], c["m"])) if x]
+        ref = min(refs) if refs else None
+        r = ref / c["median_us"] if ref else None
+        if r:
+            speedups.append(r)
+        target = f">= {WEIGHT_ONLY_VS_BF16}x bf16" if c["m"] <= DECODE_MAX_M else ""
+        if not c.get("verify_ok", True):
+            verdict = "FAIL"
+        elif target and r:
+            verdict = "pass" if r >= WEIGHT_ONLY_VS_BF16 else "miss"
+        else:
+            verdict = "info"
+        verdicts.append(verdict)
+        rows.append(f"| {c['model']} | {c['n']} x {c['k']} | {c['m']} | {us(c['median_us'])} "
+                    f"| {c['weight_gbps'] / 1e3:.2f} | {c['pct_copy']:.1f}% | {us(ref) if ref else '-'} "
+                    f"| {format(r, '.2f') + 'x' if r else '-'} | {target} | {verdict} |")
+    if len(rows) == 2:
+        return
+    g = geomean(speedups)
+    out += ["### Weight-only FP8 (W8A16, weight_only_mm) vs the BF16 GEMM of the same shape", "", *rows, "",
+            (f"Geometric mean speedup over bf16: {g:.3f}x ({len(speedups)} cases)" if g else "No bf16 reference")
+            + "; " + counts(verdicts) + ".", ""]
+    summary.append(("weight_only", g, len(speedups), min(speedups or [0]) or None, counts(verdicts)))
+
+
 def report(fp, th):
     torch_cases = th["cases"] if th else []
     out = []
@@ -273,6 +315,7 @@ def report(fp, th):
     dense_table("per_token_channel", fp_cases, torch_cases, out, summary)
     block_table(fp_cases, torch_cases, out, summary)
     bf16_table(fp_cases, torch_cases, out, summary)
+    weight_only_table(fp_cases, torch_cases, out, summary)
     out.append("Columns: *fp8kit µs* median time of one scaled_mm call (CUDA events around it, L2 flushed before); "
                "*TFLOP/s* 2MNK / time; *weight TB/s* N*K weight bytes (2*N*K for bf16) / time, the decode figure "
                "of merit; *% copy* that over the copy ceiling; *speedup* torch µs / fp8kit µs. Targets "
@@ -284,7 +327,7 @@ def report(fp, th):
     out.append("| scaling | geometric mean speedup | cases | lowest | verdicts |")
     out.append("|---|---:|---:|---:|---|")
     for scaling, g, n, low, verdicts in summary:
-        peer = {"block": "torch cuBLASLt block (else Triton)"}.get(scaling, "torch")
+        peer = {"block": "torch cuBLASLt block (else Triton)", "weight_only": "bf16 GEMM"}.get(scaling, "torch")
         out.append(f"| {scaling} (vs {peer}) | {format(g, '.3f') + 'x' if g else '-'} | {n} "
                    f"| {format(low, '.2f') + 'x' if low else '-'} | {verdicts} |")
     failed = [c for c in torch_cases if "error" in c]

@@ -1,5 +1,5 @@
 // weight_only_mm on the GPU against the CPU reference: every weight scaling, both activation
-// dtypes, bias, ragged shapes, poisoned outputs.
+// dtypes, bias, ragged shapes, poisoned outputs; the generic kernel and the decode kernel.
 #include <gtest/gtest.h>
 
 #include "cpu/gemm_test_util.h"
@@ -15,7 +15,10 @@ TEST(WeightOnlyCuda, MatchesTheReference) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const Device gpu = Device::cuda(0);
   for (DType act : {DType::kBF16, DType::kF16}) {
-    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 256, 512}, {7, 129, 300}, {64, 384, 1024}}) {
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+             {1, 256, 512}, {7, 129, 300}, {64, 384, 1024},
+             // decode kernel (M <= 8, K % 16 == 0): ragged N, K tails of its 2048-wide steps
+             {1, 4096, 4096}, {2, 200, 2064}, {3, 33, 16}, {5, 1000, 1536}, {8, 129, 4112}}) {
       Tensor x = Tensor::empty({m, k}, act);
       for (int64_t i = 0; i < m * k; ++i) {
         if (act == DType::kBF16) x.data<BFloat16>()[i] = float_to_bf16(nd(rng));

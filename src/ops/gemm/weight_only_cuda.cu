@@ -1,11 +1,12 @@
 // weight_only_mm on CUDA cores: 16 x 16 outputs per block, weights dequantized into shared memory
 // with the reference's rounding (decode * scale in float), float accumulation, the reference's
 // epilogue. Runs on every architecture (sm_80 has no FP8 tensor cores). Correct for any shape;
-// a bandwidth-bound decode kernel and a tensor-core prefill kernel are the next step.
+// decode sizes go to the weight-streaming kernel of weight_only_decode.cu instead.
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/fp8.h"
 #include "fp8kit/half.h"
 #include "ops/gemm/weight_only_cuda.h"
+#include "ops/gemm/weight_only_decode.h"
 
 namespace fp8kit::ops {
 namespace {
@@ -58,6 +59,10 @@ __global__ void weight_only_kernel(const WeightOnlyMmArgs args) {
 
 void weight_only_mm_cuda(const WeightOnlyMmArgs& args, Stream stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream.handle);
+  if (weight_only_decode_serves(args)) {
+    weight_only_decode_cuda(args, s);
+    return;
+  }
   const dim3 block(kTile, kTile);
   const dim3 grid(unsigned((args.n + kTile - 1) / kTile), unsigned((args.m + kTile - 1) / kTile));
   weight_only_kernel<<<grid, block, 0, s>>>(args);
