@@ -1,0 +1,189 @@
+// fused_experts on CUDA (fused_experts_cuda.h): the chunk loop of fused_experts_ref.cpp with the
+// CUDA quantization ops, moe_align_block_size, the grouped GEMMs (grouped_gemm_cuda.h), the
+// activation and moe_sum kernels, all queued on one stream. Host code only: every size it uses is
+// known from the shapes (grids are sized by upper bounds, CTAs past num_tokens_post_padded leave).
+// Tests: tests/gpu/test_fused_experts_cuda.cpp; bench: bench/bench_moe.cpp.
+#if FP8KIT_WITH_CUDA
+
+#include "ops/moe/fused_experts_cuda.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+#include "core/check.h"
+#include "fp8kit/ops/moe_routing.h"
+#include "fp8kit/ops/quant.h"
+#include "ops/activation/activation_cuda.h"
+#include "ops/moe/grouped_gemm_cuda.h"
+#include "ops/moe/moe_sum_cuda.h"
+#include "ops/op_checks.h"
+
+namespace fp8kit::ops {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool env_is(const char* name, std::string_view value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string_view(v) == value;
+}
+
+// moe_align block size = the GEMMs' BM: 16 while experts see few tokens each (decode), else 64.
+int64_t choose_block_m(int64_t slots, int64_t global_num_experts) {
+  if (env_is("FP8KIT_MOE_BLOCK_M", "16")) return 16;
+  if (env_is("FP8KIT_MOE_BLOCK_M", "64")) return 64;
+  return slots <= 32 * global_num_experts ? 16 : 64;
+}
+
+const float* f32_ptr(const Tensor& t) { return t.defined() ? static_cast<const float*>(t.data_ptr()) : nullptr; }
+
+// A GEMM operand: the values the kernel reads and, when quantized, its activation scales.
+struct Operand {
+  Tensor values;  // [rows, k], rows contiguous
+  Tensor scale;   // f32 [1] (per-tensor) or [rows, k / block_k] (block); undefined if not quantized
+};
+
+// Steps 1 / 4 (vLLM moe_kernel_quantize_input), as prepare_operand of the reference.
+Operand prepare_operand(const FusedExpertsArgs& a, const Tensor& x, const Tensor& static_scale, Stream stream) {
+  if (a.quant != ExpertQuant::kFp8W8A8) return {x, Tensor()};
+  QuantResult q;
+  if (a.block) {
+    PerTokenGroupQuantOptions o;
+    o.group_size = a.block_k;
+    o.out_dtype = a.w1.dtype();
+    o.stream = stream;
+    q = per_token_group_quant(x, o);
+  } else {
+    ScaledFp8QuantOptions o;
+    o.scale = static_scale;
+    o.out_dtype = a.w1.dtype();
+    o.stream = stream;
+    q = scaled_fp8_quant(x, o);
+  }
+  FP8KIT_CHECK(q.q.is_contiguous() && q.scale.is_contiguous(), ErrorCode::kInternal, "fused_experts: quantized operand not contiguous");
+  return {q.q, q.scale};
+}
+
+struct Routing {
+  MoeAlignResult align;
+  int64_t block_m = 16, grid_m_blocks = 0, slots = 0;
+  const float* weights = nullptr;  // [slots] routed weights of the chunk
+};
+
+GroupedGemmArgs gemm_args(const FusedExpertsArgs& a, const Routing& r, const Operand& x, const Tensor& w,
+                          const Tensor& w_scale, const Tensor& out, int64_t a_slots_per_row, bool mul_routed_weight) {
+  GroupedGemmArgs g;
+  g.n = w.size(1);
+  g.k = w.size(2);
+  g.num_slots = r.slots;
+  g.a_slots_per_row = a_slots_per_row;
+  g.block_m = r.block_m;
+  g.grid_m_blocks = r.grid_m_blocks;
+  g.sorted_ids = static_cast<const int32_t*>(r.align.sorted_token_ids.data_ptr());
+  g.expert_ids = static_cast<const int32_t*>(r.align.expert_ids.data_ptr());
+  g.num_post_pad = static_cast<const int32_t*>(r.align.num_tokens_post_padded.data_ptr());
+  g.a = x.values.data_ptr();
+  g.a_dtype = x.values.dtype();
+  g.lda = x.values.stride(0);
+  g.b = w.data_ptr();
+  g.b_dtype = w.dtype();
+  g.b_expert_stride = w.stride(0);
+  g.ldb = w.stride(1);
+  g.quant = a.quant;
+  g.block = a.block;
+  g.block_n = a.block_n;
+  g.block_k = a.block_k;
+  g.a_scale = f32_ptr(x.scale);
+  g.b_scale = f32_ptr(w_scale);
+  g.slot_weight = mul_routed_weight ? r.weights : nullptr;
+  g.c = out.data_ptr();
+  g.c_dtype = out.dtype();
+  g.ldc = out.stride(0);
+  return g;
+}
+
+void run_gemm(const GroupedGemmArgs& g, int device, cudaStream_t stream) {
+  FP8KIT_CHECK(g.block_m % 16 == 0 && g.lda >= g.k && g.ldb >= g.k && g.ldc >= g.n, ErrorCode::kInternal,
+               "fused_experts: grouped GEMM arguments out of shape");
+  if (!env_is("FP8KIT_MOE_GEMM", "simt") && grouped_gemm_sm90_e4m3_rejects(g, device).empty()) {
+    grouped_gemm_sm90_e4m3(g, stream);
+  } else {
+    grouped_gemm_simt(g, stream);
+  }
+}
+
+}  // namespace
+
+void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
+  using detail::contiguous_on;
+  const int64_t h = a.hidden_size, inter = a.intermediate_size, top_k = a.top_k;
+  const DType dtype = a.hidden_states.dtype();
+  const Device device = a.hidden_states.device();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream.handle);
+  FP8KIT_CHECK(a.hidden_states.is_contiguous() && a.out.is_contiguous(), ErrorCode::kInternal, "fused_experts: rows must be contiguous");
+
+  const Tensor ids = contiguous_on(a.topk_ids, stream);
+  const Tensor weights = contiguous_on(a.topk_weights, stream);
+  const Tensor w1_scale = a.w1_scale.defined() ? contiguous_on(a.w1_scale, stream) : Tensor();
+  const Tensor w2_scale = a.w2_scale.defined() ? contiguous_on(a.w2_scale, stream) : Tensor();
+
+  // Scratch for the largest chunk: C1 [slots, 2I] and C3 [slots, H] share one buffer (the
+  // activation consumes C1 before GEMM2 writes C3, in stream order), C2 [slots, I].
+  const int64_t max_slots = std::min(a.chunk_size, a.num_tokens) * top_k;
+  const Tensor c13 = Tensor::empty({max_slots * std::max(2 * inter, h)}, dtype, device);
+  const Tensor c2_all = Tensor::empty({max_slots, inter}, dtype, device);
+
+  for (int64_t t0 = 0; t0 < a.num_tokens; t0 += a.chunk_size) {
+    const int64_t m = std::min(a.chunk_size, a.num_tokens - t0);
+    Routing r;
+    r.slots = m * top_k;
+    r.block_m = choose_block_m(r.slots, a.global_num_experts);
+    r.weights = static_cast<const float*>(weights.data_ptr()) + t0 * top_k;
+    // (2) the chunk's slots grouped by expert (moved ahead of the quantization: independent).
+    r.align = moe_align_block_size(ids.narrow(0, t0, m), r.block_m, a.global_num_experts, a.expert_map, false, stream);
+    // Blocks in use <= sum over non-empty experts of ceil(count / BM) <= ceil(slots / BM) + non-empty experts.
+    r.grid_m_blocks = std::min(r.align.expert_ids.size(0),
+                               ceil_div(r.slots, r.block_m) + std::min(r.slots, a.global_num_experts));
+
+    const Tensor c1 = c13.narrow(0, 0, r.slots * 2 * inter).view({r.slots, 2 * inter});
+    const Tensor c2 = c2_all.narrow(0, 0, r.slots);
+    const Tensor c3 = c13.narrow(0, 0, r.slots * h).view({r.slots, h});
+
+    // (1) quantize A (copied out of hidden_states before the chunk's output rows are written);
+    // (3) GEMM1 -> C1, routed weight here when apply_router_weight_on_input.
+    const Operand x1 = prepare_operand(a, a.hidden_states.narrow(0, t0, m), a.a1_scale, stream);
+    run_gemm(gemm_args(a, r, x1, a.w1, w1_scale, c1, top_k, a.apply_router_weight_on_input), device.index, s);
+
+    // (4) activation -> C2 [slots, I]
+    ActAndMulArgs act;
+    act.rows = r.slots;
+    act.d = inter;
+    act.x = c1.data_ptr();
+    act.ldx = 2 * inter;
+    act.out = c2.data_ptr();
+    act.ldo = inter;
+    act.dtype = dtype;
+    act.activation = a.activation;
+    act_and_mul_cuda(act, stream);
+
+    // (5) quantize C2 over the whole chunk; (6) GEMM2 -> C3, one A row per slot.
+    const Operand x2 = prepare_operand(a, c2, a.a2_scale, stream);
+    run_gemm(gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input), device.index, s);
+
+    // (7) out[chunk] = sum over top_k (weight-only: the Marlin path's torch.sum, f32).
+    MoeSumArgs sum;
+    sum.m = m;
+    sum.top_k = top_k;
+    sum.d = h;
+    sum.input = c3.data_ptr();
+    sum.out = a.out.narrow(0, t0, m).data_ptr();
+    sum.dtype = dtype;
+    sum.accumulate_in_scalar = a.quant != ExpertQuant::kWeightOnly && moe_sum_accumulates_in_scalar(top_k);
+    moe_sum_cuda(sum, stream);
+  }
+}
+
+}  // namespace fp8kit::ops
+
+#endif  // FP8KIT_WITH_CUDA

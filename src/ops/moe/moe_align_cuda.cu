@@ -1,0 +1,37 @@
+// Launcher of moe_align_block_size (kernel: moe_align_kernels.cuh; reference: moe_align_ref.cpp).
+// One launch of one block; nothing waits for the device. Tests: tests/gpu/test_moe_routing_cuda.cpp.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/cuda/cuda_check.h"
+#include "fp8kit/error.h"
+#include "ops/moe/moe_align_kernels.cuh"
+#include "ops/moe/routing_cuda.h"
+
+namespace fp8kit::ops {
+
+void moe_align_cuda(const MoeAlignArgs& args, Stream stream) {
+  constexpr int64_t kDefaultShared = 48 * 1024;
+  int device = 0, optin = 0;
+  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  // One warp per 32 slots up to 32 warps, fewer when the histograms would not fit.
+  int64_t warps = std::clamp<int64_t>((args.numel + 31) / 32, 1, 32);
+  while (warps > 1 && kernels::moe_align_shared_bytes(warps, args.num_experts) > optin) --warps;
+  const int64_t shared = kernels::moe_align_shared_bytes(warps, args.num_experts);
+  if (shared > optin) {
+    throw Error(ErrorCode::kUnsupported, "moe_align_block_size on CUDA: " + std::to_string(args.num_experts) +
+                                             " experts do not fit the shared memory of one block");
+  }
+  if (shared > kDefaultShared) {
+    FP8KIT_CUDA_CHECK(
+        cudaFuncSetAttribute(kernels::moe_align_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  }
+  const cudaStream_t s = static_cast<cudaStream_t>(stream.handle);
+  kernels::moe_align_kernel<<<1, unsigned(warps * 32), size_t(shared), s>>>(args);
+  FP8KIT_CHECK_LAUNCH(s, "moe_align_kernel");
+}
+
+}  // namespace fp8kit::ops

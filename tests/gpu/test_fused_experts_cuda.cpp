@@ -1,0 +1,338 @@
+// fused_experts on the GPU against the CPU reference (src/ops/moe/fused_experts_ref.cpp):
+// per-tensor FP8 (dynamic and static), 128x128 and 64x64 block FP8, weight-only, unquantized;
+// silu and gelu; E 8..256, top_k 1/2/8, M 1..4096; idle experts, expert parallelism, router
+// weight on the input, in place, small chunks; both grouped GEMMs (tensor cores and the CUDA-core
+// kernel, FP8KIT_MOE_GEMM=simt) and both block sizes (FP8KIT_MOE_BLOCK_M). Outputs and scratch
+// are poisoned (NaN) first.
+//
+// Integer-grid problems (moe_test_util.h grid_problem: every GEMM sum is exact in f32, see
+// tests/cpu/test_fused_experts_exact.cpp) must be bit-exact. Random problems differ from the
+// reference only by the f32 accumulation order of the GEMMs (the reference sums in double and
+// rounds once): that moves an f32 sum by ~K * 2^-24 of the sum of |terms|, which flips a 16-bit
+// rounding of C1 / C3, or one FP8 code of the requantized C2, on a small fraction of elements.
+// Checked: every token row within a relative L2 distance (FP8: 5%, one FP8 step is 6-12% of an
+// element; 16-bit: 2% bf16, 1% f16; f32: 1e-4), and the mean relative error (FP8 5e-3, bf16
+// 2e-3, f16 1e-3, f32 1e-5). A NaN fails both.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sstream>
+
+#include "cpu/moe_test_util.h"
+#include "fp8kit/ops/moe_experts.h"
+#include "fp8kit/ops/moe_routing.h"
+#include "gpu_test_util.h"
+
+namespace fp8kit {
+namespace {
+
+using namespace moe_test;
+const Device kGpu = Device::cuda(0);
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (value != nullptr && value[0] != '\0') {
+      setenv(name, value, 1);
+      set_ = true;
+    }
+  }
+  ~ScopedEnv() {
+    if (set_) unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool set_ = false;
+};
+
+struct MoeCase {
+  std::string name;
+  int64_t m = 1, h = 256, inter = 128, e = 8, top_k = 2;
+  Quant quant = Quant::kFp8;
+  std::optional<std::pair<int64_t, int64_t>> block;
+  DType dtype = DType::kBF16;
+  std::optional<float> a1, a2;  // static activation scales
+  bool gelu = false, on_input = false, inplace = false;
+  int64_t chunk = 0;            // 0: the default
+  int64_t used_experts = -1;    // route to the first `used_experts` only (the rest idle)
+  int64_t ep_size = 1, ep_rank = 0;
+  bool grid = false;            // integer-grid problem: bit-exact
+  const char* gemm = "";        // FP8KIT_MOE_GEMM
+  const char* block_m = "";     // FP8KIT_MOE_BLOCK_M
+
+  std::string str(uint32_t seed) const {
+    std::ostringstream s;
+    s << name << " [m " << m << " h " << h << " I " << inter << " E " << e << " top_k " << top_k << " "
+      << dtype_name(dtype) << (quant == Quant::kFp8 ? " fp8" : quant == Quant::kWeightOnly ? " weight-only" : " unquantized");
+    if (block) s << " block " << block->first << "x" << block->second;
+    if (a1) s << " static a1 " << *a1 << " a2 " << a2.value_or(0);
+    if (gelu) s << " gelu";
+    if (on_input) s << " router weight on input";
+    if (inplace) s << " inplace";
+    if (chunk > 0) s << " chunk " << chunk;
+    if (used_experts > 0) s << " used experts " << used_experts;
+    if (ep_size > 1) s << " ep " << ep_rank << "/" << ep_size;
+    if (gemm[0] != '\0') s << " FP8KIT_MOE_GEMM=" << gemm;
+    if (block_m[0] != '\0') s << " FP8KIT_MOE_BLOCK_M=" << block_m;
+    s << "] seed " << seed << "]";
+    return s.str();
+  }
+};
+
+OracleOptions oracle_options(const MoeCase& c) {
+  OracleOptions o;
+  o.quant = c.quant;
+  o.a1_scale = c.a1;
+  o.a2_scale = c.a2;
+  o.gelu = c.gelu;
+  o.apply_router_weight_on_input = c.on_input;
+  return o;
+}
+
+Problem make_problem(const MoeCase& c, uint32_t seed) {
+  if (c.grid) return grid_problem(c.m, c.h, c.inter, c.e, c.top_k, seed, c.block, c.dtype, c.used_experts);
+  RandomProblem r = random_problem(c.m, c.h, c.inter, c.e, c.top_k, seed, c.block, c.dtype);
+  if (c.quant == Quant::kNone) {  // real weights (FP8 code values without their scales would overflow f16)
+    r.p.w1 = r.w1_real;
+    r.p.w2 = r.w2_real;
+  }
+  if (c.used_experts > 0) {
+    std::mt19937 rng(seed + 1);
+    route_randomly(r.p, rng, c.used_experts, {0.125f, 0.25f, 0.5f, 0.75f, 1.0f});
+  }
+  return r.p;
+}
+
+Tensor to_gpu(const Tensor& t) { return t.defined() ? t.to(kGpu) : Tensor(); }
+
+// The inputs of this rank: local experts' weights and scales, the expert map.
+Inputs local_inputs(const MoeCase& c, const Problem& p) {
+  Inputs in = inputs(p, oracle_options(c));
+  if (c.chunk > 0) in.options.chunk_size = c.chunk;
+  if (c.ep_size > 1) {
+    const auto [local, map] = ops::determine_expert_map(c.ep_size, c.ep_rank, c.e);
+    const int64_t first = c.ep_rank * (c.e / c.ep_size);
+    in.w1 = in.w1.narrow(0, first, local).contiguous();
+    in.w2 = in.w2.narrow(0, first, local).contiguous();
+    if (in.options.w1_scale.defined()) in.options.w1_scale = in.options.w1_scale.narrow(0, first, local).contiguous();
+    if (in.options.w2_scale.defined()) in.options.w2_scale = in.options.w2_scale.narrow(0, first, local).contiguous();
+    in.options.global_num_experts = c.e;
+    in.options.expert_map = map;
+  }
+  return in;
+}
+
+Inputs device_inputs(const Inputs& in) {
+  Inputs d = in;
+  d.x = in.x.to(kGpu);
+  d.w1 = in.w1.to(kGpu);
+  d.w2 = in.w2.to(kGpu);
+  d.weights = in.weights.to(kGpu);
+  d.ids = in.ids.to(kGpu);
+  d.options.w1_scale = to_gpu(in.options.w1_scale);
+  d.options.w2_scale = to_gpu(in.options.w2_scale);
+  d.options.a1_scale = to_gpu(in.options.a1_scale);
+  d.options.a2_scale = to_gpu(in.options.a2_scale);
+  d.options.expert_map = to_gpu(in.options.expert_map);
+  return d;
+}
+
+// Runs on the GPU with the output and the pipeline's scratch buffers poisoned (0xFF: NaN).
+Tensor run_gpu(const MoeCase& c, const Inputs& dev) {
+  ScopedEnv gemm("FP8KIT_MOE_GEMM", c.gemm), block_m("FP8KIT_MOE_BLOCK_M", c.block_m);
+  const size_t es = dtype_size(c.dtype);
+  const int64_t chunk = dev.options.chunk_size > 0 ? std::min(dev.options.chunk_size, c.m) : c.m;
+  const int64_t slots = chunk * c.top_k;
+  if (c.inplace) {
+    Inputs d = dev;
+    d.x = dev.x.clone();
+    d.options.inplace = true;
+    const Tensor y = run(d);
+    EXPECT_EQ(y.data_ptr(), d.x.data_ptr()) << c.name << ": inplace must return hidden_states";
+    return y.to(Device::cpu());
+  }
+  gpu_test::poison_next_allocations({size_t(c.m * c.h) * es, size_t(slots * std::max(2 * c.inter, c.h)) * es,
+                                     size_t(slots * c.inter) * es},
+                                    0xFF);
+  return run(dev).to(Device::cpu());
+}
+
+struct Tolerance {
+  double row, mean;
+};
+Tolerance tolerance(const MoeCase& c) {
+  if (c.dtype == DType::kF32 && c.quant != Quant::kFp8) return {1e-4, 1e-5};
+  if (c.quant == Quant::kFp8) return {0.05, 5e-3};
+  return c.dtype == DType::kF16 ? Tolerance{0.01, 1e-3} : Tolerance{0.02, 2e-3};
+}
+
+void expect_close(const MoeCase& c, uint32_t seed, const Tensor& got_t, const Tensor& want_t) {
+  const std::vector<double> got = values(got_t), want = values(want_t);
+  ASSERT_EQ(got.size(), want.size()) << c.str(seed);
+  const Tolerance tol = tolerance(c);
+  double mean_norm = 0;
+  std::vector<double> norms(size_t(c.m));
+  for (int64_t t = 0; t < c.m; ++t) {
+    double s = 0;
+    for (int64_t j = 0; j < c.h; ++j) s += want[size_t(t * c.h + j)] * want[size_t(t * c.h + j)];
+    norms[size_t(t)] = std::sqrt(s);
+    mean_norm += norms[size_t(t)] / double(c.m);
+  }
+  int64_t bad_rows = 0, first_bad = -1;
+  double worst = 0;
+  for (int64_t t = 0; t < c.m; ++t) {
+    double d = 0;
+    for (int64_t j = 0; j < c.h; ++j) {
+      const double x = got[size_t(t * c.h + j)] - want[size_t(t * c.h + j)];
+      d += x * x;
+    }
+    const double rel = std::sqrt(d) / std::max(norms[size_t(t)], 0.1 * mean_norm + 1e-30);
+    if (!(rel <= tol.row)) {  // NaN counts as bad
+      if (bad_rows++ == 0) first_bad = t;
+      worst = std::isnan(rel) ? rel : std::max(worst, rel);
+    }
+  }
+  EXPECT_EQ(bad_rows, 0) << c.str(seed) << ": " << bad_rows << " of " << c.m << " token rows off by more than "
+                         << tol.row << " (relative L2); first row " << first_bad << ", worst " << worst
+                         << (first_bad >= 0 ? ", first element got " + std::to_string(got[size_t(first_bad * c.h)]) +
+                                                  " want " + std::to_string(want[size_t(first_bad * c.h)])
+                                            : "");
+  const double mean = mean_rel_error(got, want);
+  EXPECT_TRUE(mean <= tol.mean) << c.str(seed) << ": mean relative error " << mean << " > " << tol.mean;
+  EXPECT_TRUE(std::any_of(want.begin(), want.end(), [](double v) { return v != 0; })) << c.str(seed) << ": vacuous";
+}
+
+void check(const MoeCase& c) {
+  const uint32_t seed = gpu_test::next_seed();
+  SCOPED_TRACE(c.str(seed));
+  const Problem p = make_problem(c, seed);
+  const Inputs in = local_inputs(c, p);
+  Inputs cpu = in;
+  cpu.x = in.x.clone();
+  const Tensor want = run(cpu);
+  const Tensor got = run_gpu(c, device_inputs(in));
+  if (c.grid) {
+    gpu_test::Case gc{"fused_experts " + c.str(seed), {c.m, c.h}, c.dtype, c.dtype, seed,
+                      "integer grid: exact; with the tensor-core GEMM only, try FP8KIT_MOE_GEMM=simt to separate"};
+    gpu_test::expect_same_tensor(gc, "out", got, want);
+    const std::vector<double> w = values(want);
+    EXPECT_TRUE(std::any_of(w.begin(), w.end(), [](double v) { return v != 0; })) << c.str(seed) << ": vacuous";
+  } else {
+    expect_close(c, seed, got, want);
+  }
+}
+
+const std::pair<int64_t, int64_t> kBlock128{128, 128};
+const std::pair<int64_t, int64_t> kBlock64{64, 64};
+
+TEST(FusedExpertsCuda, IntegerGridIsExact) {
+  for (const char* gemm : {"", "simt"}) {
+    MoeCase c;
+    c.grid = true;
+    c.gemm = gemm;
+    c.h = 128, c.inter = 64;
+    check([&] { MoeCase x = c; x.name = "grid per-tensor static"; x.m = 33; x.a1 = 1.0f / 64; x.a2 = 64.0f; return x; }());
+    check([&] { MoeCase x = c; x.name = "grid per-tensor dynamic gelu"; x.m = 12; x.e = 64; x.top_k = 8; x.inter = 32; x.gelu = true; return x; }());
+    check([&] { MoeCase x = c; x.name = "grid per-tensor top1 on input"; x.m = 9; x.top_k = 1; x.on_input = true; x.a1 = 1.0f / 64; x.a2 = 64.0f; return x; }());
+    check([&] { MoeCase x = c; x.name = "grid block 128"; x.m = 33; x.inter = 128; x.block = kBlock128; return x; }());
+    check([&] { MoeCase x = c; x.name = "grid block 128 E256 M1"; x.m = 1; x.e = 256; x.top_k = 8; x.inter = 128; x.block = kBlock128; return x; }());
+    check([&] { MoeCase x = c; x.name = "grid block 64, idle experts"; x.m = 20; x.e = 64; x.top_k = 8; x.used_experts = 40; x.block = kBlock64; return x; }());
+    check([&] { MoeCase x = c; x.name = "grid weight-only"; x.m = 17; x.top_k = 8; x.inter = 32; x.quant = Quant::kWeightOnly; return x; }());
+    check([&] { MoeCase x = c; x.name = "grid unquantized"; x.m = 17; x.quant = Quant::kNone; return x; }());
+  }
+}
+
+TEST(FusedExpertsCuda, PerTensor) {
+  MoeCase c;
+  c.name = "per-tensor";
+  for (const auto& [m, e, top_k] : std::vector<std::array<int64_t, 3>>{
+           {1, 8, 2}, {3, 8, 1}, {64, 8, 2}, {129, 64, 2}, {4096, 8, 2}, {1024, 64, 8}, {1, 128, 8}, {64, 128, 8},
+           {3, 256, 8}, {129, 256, 8}}) {
+    MoeCase x = c;
+    x.m = m, x.e = e, x.top_k = top_k;
+    check(x);
+  }
+  check([&] { MoeCase x = c; x.name = "per-tensor static gelu"; x.m = 129; x.e = 128; x.top_k = 8; x.a1 = 0.012f; x.a2 = 0.02f; x.gelu = true; return x; }());
+  check([&] { MoeCase x = c; x.name = "per-tensor f16"; x.m = 129; x.e = 64; x.dtype = DType::kF16; return x; }());
+  check([&] { MoeCase x = c; x.name = "per-tensor f32"; x.m = 64; x.e = 8; x.dtype = DType::kF32; return x; }());
+  check([&] { MoeCase x = c; x.name = "per-tensor ragged H, I (CUDA-core GEMM)"; x.m = 65; x.h = 200; x.inter = 72; return x; }());
+}
+
+TEST(FusedExpertsCuda, Block) {
+  MoeCase c;
+  c.name = "block 128";
+  c.block = kBlock128;
+  c.h = 384, c.inter = 256;
+  for (const auto& [m, e, top_k] : std::vector<std::array<int64_t, 3>>{
+           {1, 8, 2}, {3, 128, 8}, {64, 256, 8}, {129, 8, 1}, {1024, 64, 2}}) {
+    MoeCase x = c;
+    x.m = m, x.e = e, x.top_k = top_k;
+    check(x);
+  }
+  check([&] { MoeCase x = c; x.name = "block 128 gelu f16"; x.m = 129; x.e = 64; x.top_k = 8; x.gelu = true; x.dtype = DType::kF16; return x; }());
+  check([&] { MoeCase x = c; x.name = "block 64x64 (CUDA-core GEMM)"; x.block = kBlock64; x.h = 256; x.inter = 128; x.m = 129; x.e = 8; return x; }());
+}
+
+TEST(FusedExpertsCuda, WeightOnlyAndUnquantized) {
+  MoeCase c;
+  check([&] { MoeCase x = c; x.name = "weight-only per-tensor"; x.quant = Quant::kWeightOnly; x.m = 129; return x; }());
+  check([&] { MoeCase x = c; x.name = "weight-only block 128 f16"; x.quant = Quant::kWeightOnly; x.block = kBlock128; x.m = 64; x.e = 64; x.top_k = 8; x.dtype = DType::kF16; return x; }());
+  check([&] { MoeCase x = c; x.name = "weight-only top1"; x.quant = Quant::kWeightOnly; x.m = 3; x.e = 256; x.top_k = 1; return x; }());
+  check([&] { MoeCase x = c; x.name = "unquantized bf16"; x.quant = Quant::kNone; x.m = 1024; return x; }());
+  check([&] { MoeCase x = c; x.name = "unquantized f32"; x.quant = Quant::kNone; x.m = 129; x.e = 64; x.top_k = 1; x.dtype = DType::kF32; return x; }());
+  check([&] { MoeCase x = c; x.name = "unquantized f16 gelu"; x.quant = Quant::kNone; x.m = 3; x.e = 128; x.top_k = 8; x.dtype = DType::kF16; x.gelu = true; return x; }());
+}
+
+TEST(FusedExpertsCuda, RoutingVariants) {
+  MoeCase c;
+  check([&] { MoeCase x = c; x.name = "idle experts"; x.m = 129; x.e = 64; x.top_k = 8; x.used_experts = 20; return x; }());
+  check([&] { MoeCase x = c; x.name = "expert parallel"; x.m = 129; x.e = 64; x.top_k = 8; x.ep_size = 4; x.ep_rank = 1; x.a1 = 0.012f; x.a2 = 0.02f; return x; }());
+  check([&] { MoeCase x = c; x.name = "expert parallel block"; x.m = 64; x.e = 8; x.ep_size = 2; x.ep_rank = 1; x.block = kBlock128; return x; }());
+  check([&] { MoeCase x = c; x.name = "expert parallel last rank"; x.m = 33; x.e = 256; x.top_k = 8; x.ep_size = 3; x.ep_rank = 2; x.quant = Quant::kWeightOnly; return x; }());
+  check([&] { MoeCase x = c; x.name = "router weight on input"; x.m = 129; x.top_k = 1; x.on_input = true; return x; }());
+  check([&] { MoeCase x = c; x.name = "router weight on input top2 block"; x.m = 64; x.on_input = true; x.block = kBlock128; return x; }());
+  check([&] { MoeCase x = c; x.name = "inplace"; x.m = 129; x.inplace = true; return x; }());
+  check([&] { MoeCase x = c; x.name = "inplace, chunks"; x.m = 129; x.chunk = 50; x.inplace = true; x.e = 64; x.top_k = 8; return x; }());
+  check([&] { MoeCase x = c; x.name = "small chunks"; x.m = 1024; x.chunk = 100; x.e = 64; x.top_k = 2; return x; }());
+  check([&] { MoeCase x = c; x.name = "chunk of one token"; x.m = 3; x.chunk = 1; x.e = 8; x.top_k = 2; x.block = kBlock128; return x; }());
+}
+
+TEST(FusedExpertsCuda, BothGroupedGemmsAndBlockSizes) {
+  MoeCase c;
+  for (const char* gemm : {"", "simt"}) {
+    for (const char* block_m : {"16", "64"}) {
+      MoeCase x = c;
+      x.name = "forced";
+      x.gemm = gemm;
+      x.block_m = block_m;
+      x.m = 129, x.e = 64, x.top_k = 8;
+      check(x);
+      x.block = kBlock128;
+      x.h = 384, x.inter = 256;
+      x.m = 64;
+      check(x);
+    }
+  }
+}
+
+TEST(FusedExpertsCuda, RunsAreBitwiseDeterministic) {
+  for (const bool block : {false, true}) {
+    MoeCase c;
+    c.name = block ? "determinism block" : "determinism per-tensor";
+    c.m = 1024, c.e = 64, c.top_k = 8;
+    if (block) c.block = kBlock128;
+    const uint32_t seed = gpu_test::next_seed();
+    const Inputs dev = device_inputs(local_inputs(c, make_problem(c, seed)));
+    const Tensor y1 = run_gpu(c, dev), y2 = run_gpu(c, dev);
+    EXPECT_EQ(std::memcmp(y1.data_ptr(), y2.data_ptr(), y1.nbytes()), 0) << c.str(seed) << ": two runs differ";
+  }
+}
+
+}  // namespace
+}  // namespace fp8kit
