@@ -1,3 +1,7 @@
+// describe_loading (inspect_loading.h): how the model loader would place each checkpoint tensor
+// (layer, parameter, shard; for MoE layers the expert too) and which method each layer gets,
+// without loading anything. Tested by tests/cpu/test_model_loader_checkpoints.cpp and
+// tests/cpu/test_model_loader_moe.cpp.
 #include "convert/inspect_loading.h"
 
 #include "fp8kit/layers/fp8_config.h"
@@ -13,6 +17,11 @@ std::string linear_method(const QuantizationConfig& config, const std::string& p
                                                                                        : "Fp8LinearMethod";
   }
   return config.get_name();
+}
+
+// Fp8Config gives every MoE layer Fp8MoEMethod (never skipped, hazard H10).
+std::string moe_method(const QuantizationConfig& config) {
+  return dynamic_cast<const Fp8Config*>(&config) != nullptr ? "Fp8MoEMethod" : config.get_name();
 }
 
 }  // namespace
@@ -49,6 +58,12 @@ void describe_loading(const Checkpoint& checkpoint, InspectReport& report) {
       case TensorPlacement::Target::kLinear:
         row.target = "linear";
         row.method = linear_method(*config, place->module);
+        break;
+      case TensorPlacement::Target::kMoE:
+        // The expert goes with the shard: "w1:e3" is shard w1 (gate) of global expert 3.
+        row.target = "moe";
+        row.shard = shard_id_string(place->shard) + ":e" + std::to_string(place->expert_id);
+        row.method = moe_method(*config);
         break;
       case TensorPlacement::Target::kAttention:
         row.target = "attention";

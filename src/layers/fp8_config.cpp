@@ -10,6 +10,8 @@
 #include "core/check.h"
 #include "fp8kit/layers/attention.h"
 #include "fp8kit/layers/fp8_linear_method.h"
+#include "fp8kit/layers/fp8_moe_method.h"
+#include "fp8kit/layers/fused_moe.h"
 #include "fp8kit/layers/linear.h"
 #include "fp8kit/layers/unquantized_linear_method.h"
 #include "layers/config_json.h"

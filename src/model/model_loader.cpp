@@ -1,12 +1,14 @@
 // load_model and place_tensor (include/fp8kit/model/model_loader.h): layers created from a
 // ModelDescription with the checkpoint's quantization config, checkpoint tensors placed and
 // loaded one at a time from the mapped shards, then the post-processing of every layer.
-// Tested by tests/cpu/test_model_loader.cpp (and tests/gpu/test_model_loader_cuda.cpp).
+// Tested by tests/cpu/test_model_loader.cpp, test_model_loader_moe.cpp (and
+// tests/gpu/test_model_loader_cuda.cpp).
 #include <algorithm>
 #include <set>
 
 #include "core/check.h"
 #include "fp8kit/checkpoint.h"
+#include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/model/model_loader.h"
 #include "fp8kit/platform.h"
 
@@ -31,6 +33,79 @@ std::string parent_of(const std::string& module) {
 
 bool has_linear(const ModelDescription& d, const std::string& prefix) {
   return std::any_of(d.linears.begin(), d.linears.end(), [&](const LinearSpec& l) { return l.prefix == prefix; });
+}
+
+// "{moe.prefix}.{e}.{proj}.{param}" -> the expert's placement; nullopt for other names.
+std::optional<TensorPlacement> place_expert(const MoESpec& m, const std::string& name) {
+  if (name.size() <= m.prefix.size() + 1 || name.compare(0, m.prefix.size(), m.prefix) != 0 || name[m.prefix.size()] != '.') {
+    return std::nullopt;
+  }
+  const std::string rest = name.substr(m.prefix.size() + 1);  // "3.gate_proj.weight_scale"
+  const size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string::npos || rest.find_first_not_of("0123456789") != dot) return std::nullopt;
+  if (dot > 9) return std::nullopt;  // not an expert id of any real model (and keeps stoll in range)
+  const int64_t expert = std::stoll(rest.substr(0, dot));
+  if (expert >= m.num_experts) return std::nullopt;
+  const std::string tail = rest.substr(dot + 1);  // "gate_proj.weight_scale"
+  const std::pair<const std::string*, const char*> shards[] = {{&m.gate_proj, "w1"}, {&m.down_proj, "w2"}, {&m.up_proj, "w3"}};
+  for (const auto& [proj, shard] : shards) {
+    if (tail.compare(0, proj->size() + 1, *proj + ".") != 0) continue;
+    const std::string param = tail.substr(proj->size() + 1);
+    for (const char* known : {"weight", "weight_scale", "weight_scale_inv", "input_scale"}) {
+      if (param != known) continue;
+      TensorPlacement p;
+      p.target = TensorPlacement::Target::kMoE;
+      p.module = m.prefix;
+      p.parameter = (std::string(shard) == "w2" ? "w2_" : "w13_") + param;
+      p.shard = std::string(shard);
+      p.expert_id = expert;
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+// Every local expert's shards must be loaded into the parameters the checkpoint fills: the
+// weights always; scales only from an FP8 checkpoint (online quantization makes its own). A
+// missing per-tensor scale would otherwise silently stay 1.0 (hazard H5).
+void check_complete(const FusedMoE& layer, const QuantizationConfig& config, const std::string& dir) {
+  const auto* fp8 = dynamic_cast<const Fp8Config*>(&config);
+  const bool serialized = fp8 != nullptr && fp8->is_checkpoint_fp8_serialized;
+  const Tensor map = layer.expert_map().defined() ? layer.expert_map().to(Device::cpu()) : Tensor();
+  for (const auto& [name, param] : layer.parameters()) {
+    if (!ends_with(name, "_weight") && !serialized) continue;
+    const bool w13 = name.rfind("w13_", 0) == 0;
+    for (int64_t e = 0; e < layer.global_num_experts(); ++e) {
+      if (map.defined() && map.data<int32_t>()[e] < 0) continue;
+      for (const char* shard : {"w1", "w3", "w2"}) {
+        if ((std::string(shard) == "w2") == w13) continue;
+        FP8KIT_CHECK_ARG(param.loaded_shards.count(FusedMoE::loaded_shard_key(shard, e)) != 0,
+                         "{}: no checkpoint tensor filled {}.{} ({}; shard {} of expert {})", dir, layer.prefix(), name,
+                         layer.quant_method()->name(), shard, e);
+      }
+    }
+  }
+}
+
+std::unique_ptr<FusedMoE> make_moe(const MoESpec& s, const ModelDescription& d, const QuantizationConfig* config,
+                                   const LoadOptions& options) {
+  FusedMoEOptions o;
+  o.num_experts = s.num_experts;
+  o.top_k = s.top_k;
+  o.hidden_size = s.hidden_size;
+  o.intermediate_size = s.intermediate_size;
+  o.params_dtype = d.dtype;
+  o.renormalize = s.renormalize;
+  o.use_grouped_topk = s.use_grouped_topk;
+  o.num_expert_group = s.num_expert_group;
+  o.topk_group = s.topk_group;
+  o.scoring_func = s.scoring_func;
+  o.quant_config = config;
+  o.parallel = options.parallel;
+  o.ep_size = options.ep_size;
+  o.ep_rank = options.ep_rank;
+  o.device = options.device;
+  return std::make_unique<FusedMoE>(s.prefix, o);
 }
 
 bool has_attention(const ModelDescription& d, const std::string& prefix) {
@@ -89,6 +164,12 @@ LinearBase& LoadedModel::linear(const std::string& prefix) const {
   return *it->second;
 }
 
+FusedMoE& LoadedModel::moe(const std::string& prefix) const {
+  const auto it = moes.find(prefix);
+  FP8KIT_CHECK_ARG(it != moes.end(), "the model has no MoE layer {}", prefix);
+  return *it->second;
+}
+
 Attention& LoadedModel::attention(const std::string& prefix) const {
   const auto it = attentions.find(prefix);
   FP8KIT_CHECK_ARG(it != attentions.end(), "the model has no attention layer {}", prefix);
@@ -116,6 +197,12 @@ std::optional<TensorPlacement> place_tensor(const ModelDescription& d, const Qua
   }
   for (const std::string& suffix : d.ignored_suffixes) {
     if (ends_with(name, suffix)) return p;  // kSkipped
+  }
+  for (const std::string& prefix : d.ignored_prefixes) {
+    if (name.compare(0, prefix.size(), prefix) == 0) return p;  // kSkipped
+  }
+  for (const MoESpec& m : d.moes) {
+    if (name.compare(0, m.prefix.size(), m.prefix) == 0) return place_expert(m, name);
   }
   for (const char* param : kParameterNames) {
     const std::string suffix = std::string(".") + param;
@@ -164,6 +251,9 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& descripti
   attention_options.calculate_kv_scales = options.calculate_kv_scales;
   attention_options.quant_config = model.quant_config.get();
   attention_options.device = options.device;
+  for (const MoESpec& spec : description.moes) {
+    model.moes.emplace(spec.prefix, make_moe(spec, description, model.quant_config.get(), options));
+  }
   for (const AttentionSpec& spec : description.attentions) {
     model.attentions.emplace(spec.prefix, std::make_unique<Attention>(spec.prefix, spec.num_heads, spec.head_size,
                                                                         spec.num_kv_heads, attention_options));
@@ -184,6 +274,15 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& descripti
                            "layer {} ({}) has no parameter {}", layer.prefix(),
                            layer.quant_method() ? layer.quant_method()->name() : "no method", place->parameter);
           layer.load_weight(place->parameter, t, place->shard);
+          break;
+        }
+        case TensorPlacement::Target::kMoE: {
+          FusedMoE& layer = *model.moes.at(place->module);
+          FP8KIT_CHECK_ARG(layer.find_parameter(place->parameter) != nullptr, "layer {} ({}) has no parameter {}",
+                           layer.prefix(), layer.quant_method()->name(), place->parameter);
+          // false: an expert of another EP rank.
+          layer.weight_loader(place->parameter, t, place->parameter, std::get<std::string>(*place->shard),
+                              place->expert_id);
           break;
         }
         case TensorPlacement::Target::kAttention: {
@@ -207,7 +306,15 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& descripti
     FP8KIT_CHECK_ARG(model.plain.count(name), "{}: the checkpoint has no tensor '{}'", dir, name);
   }
   for (auto& [prefix, layer] : model.linears) check_complete(*layer, dir);
+  for (auto& [prefix, layer] : model.moes) check_complete(*layer, *model.quant_config, dir);
+  for (const MoESpec& spec : description.moes) {
+    // DeepSeek-V3's router bias is a parameter of the gate that the experts' routing reads.
+    if (!spec.e_score_correction_bias.empty()) {
+      model.moes.at(spec.prefix)->e_score_correction_bias = model.plain.at(spec.e_score_correction_bias);
+    }
+  }
   for (auto& [prefix, layer] : model.linears) layer->process_weights_after_loading();
+  for (auto& [prefix, layer] : model.moes) layer->process_weights_after_loading();
   for (auto& [prefix, layer] : model.attentions) layer->process_weights_after_loading();
   return model;
 }

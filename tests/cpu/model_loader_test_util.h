@@ -129,4 +129,47 @@ inline Tensor& find_tensor(Tensors& tensors, const std::string& name) {
   return none;
 }
 
+// ---- MoE (test_fused_moe*.cpp, test_model_loader_moe.cpp) ----------------------------------------
+
+// The synthetic Qwen3-MoE checkpoint: layer 0 dense, layer 1 sparse (8 experts, top 2).
+inline convert::SyntheticModelSpec moe_spec() {
+  convert::SyntheticModelSpec spec;
+  spec.num_layers = 2;
+  spec.moe_layers = {1};
+  return spec;
+}
+
+// A BF16 MoE in double: y[t] = sum_k topk_weights[t, k] * W2_e (silu(W1_e x_t) * (W3_e x_t)) with
+// e = topk_ids[t, k]; weight(e, "w1" | "w2" | "w3") gives expert e's [I, H], [H, I], [I, H]
+// weights (bf16 or f32). x: [M, H] bf16 or f32. Returns [M, H].
+inline std::vector<double> moe_reference(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                                         const std::function<Tensor(int64_t, const char*)>& weight) {
+  const int64_t m = x.size(0), h = x.size(1), top_k = topk_ids.size(1);
+  std::vector<double> y(size_t(m * h), 0.0);
+  for (int64_t t = 0; t < m; ++t) {
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int64_t e = topk_ids.data<int32_t>()[t * top_k + k];
+      const double rw = topk_weights.data<float>()[t * top_k + k];
+      const Tensor w1 = weight(e, "w1"), w3 = weight(e, "w3"), w2 = weight(e, "w2");
+      const int64_t inter = w1.size(0);
+      std::vector<double> act(static_cast<size_t>(inter));
+      for (int64_t i = 0; i < inter; ++i) {
+        double g = 0, u = 0;
+        for (int64_t c = 0; c < h; ++c) {
+          const double xv = to_float(x, t * h + c);
+          g += xv * to_float(w1, i * h + c);
+          u += xv * to_float(w3, i * h + c);
+        }
+        act[size_t(i)] = g / (1.0 + std::exp(-g)) * u;
+      }
+      for (int64_t c = 0; c < h; ++c) {
+        double s = 0;
+        for (int64_t i = 0; i < inter; ++i) s += act[size_t(i)] * to_float(w2, c * inter + i);
+        y[size_t(t * h + c)] += rw * s;
+      }
+    }
+  }
+  return y;
+}
+
 }  // namespace fp8kit::loader_test

@@ -1,7 +1,7 @@
 // Layer: the base of fp8kit's layers (spec 1.12, 4): a module path (prefix), a device, named
 // Parameters with their weight loaders, and the quantization method the config chose for it.
 // The kinds a quantization config dispatches on (spec 1.1 get_quant_method) are LinearBase
-// (linear.h), FusedMoE (the MoE layer; grows with the MoE work) and Attention (attention.h).
+// (linear.h), FusedMoE (fused_moe.h, included at the end) and Attention (attention.h).
 #pragma once
 
 #include <map>
@@ -16,7 +16,8 @@ namespace fp8kit {
 
 class QuantizeMethod;
 
-// Tensor (and later expert) parallelism of one layer: this rank's place among tp_size ranks.
+// Tensor parallelism of one layer: this rank's place among tp_size ranks. (MoE layers add their
+// expert parallelism in FusedMoEOptions.)
 struct ParallelConfig {
   int tp_rank = 0;
   int tp_size = 1;
@@ -60,10 +61,9 @@ class Layer {
   std::unique_ptr<QuantizeMethod> quant_method_;
 };
 
-// The mixture-of-experts layer; its parameters, loaders and forward come with the MoE work.
-class FusedMoE : public Layer {
- public:
-  using Layer::Layer;
-};
+class FusedMoE;  // fused_moe.h
 
 }  // namespace fp8kit
+
+// The MoE layer, complete for every user of this header (a config dispatches on it).
+#include "fp8kit/layers/fused_moe.h"

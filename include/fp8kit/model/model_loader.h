@@ -2,7 +2,8 @@
 // 1.12, 1.13, 4): describe the model's layers from config.json, create them with the
 // checkpoint's quantization config (or online FP8 for a 16-bit checkpoint), map every checkpoint
 // tensor to (layer, parameter, shard) through the stacked-parameter mapping (q/k/v -> qkv_proj,
-// gate/up -> gate_up_proj) and the KV-scale names, call the weight loaders, then every linear
+// gate/up -> gate_up_proj), the expert mapping (experts.{e}.gate_proj -> experts.w13_*, shard w1
+// of expert e) and the KV-scale names, call the weight loaders, then every linear and MoE
 // layer's process_weights_after_loading, then the attention layers'. Unexpected, missing or
 // mis-shaped tensors are errors naming the tensor and what was expected. Tensors are read from
 // the memory-mapped shards one at a time and copied straight to the layers' device.
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp8kit/layers/attention.h"
+#include "fp8kit/layers/fused_moe.h"
 #include "fp8kit/layers/linear.h"
 #include "fp8kit/layers/quantization_config.h"
 
@@ -40,6 +42,24 @@ struct AttentionSpec {
   int64_t num_heads = 0, head_size = 0, num_kv_heads = 0;
 };
 
+// One mixture-of-experts layer (FusedMoE) by its engine module path. Its checkpoint tensors are
+// "{prefix}.{e}.{gate_proj|down_proj|up_proj}.{weight|weight_scale|weight_scale_inv|input_scale}"
+// (make_expert_params_mapping's names); the router is a plain tensor (vLLM builds it with
+// quant_config=None, so it stays in the checkpoint's dtype).
+struct MoESpec {
+  std::string prefix;  // "model.layers.1.mlp.experts"
+  int64_t num_experts = 0, top_k = 0, hidden_size = 0, intermediate_size = 0;
+  bool renormalize = true;
+  bool use_grouped_topk = false;
+  std::optional<int64_t> num_expert_group, topk_group;
+  std::string scoring_func = "softmax";
+  std::string router;                   // "model.layers.1.mlp.gate.weight" (a plain tensor)
+  std::string e_score_correction_bias;  // plain tensor given to the layer's routing, or empty
+  double routed_scaling_factor = 1.0;   // DeepSeek: applied by the model outside the layer
+  // Checkpoint names of w1 (gate), w2 (down), w3 (up): Mixtral's are w1, w2, w3.
+  std::string gate_proj = "gate_proj", down_proj = "down_proj", up_proj = "up_proj";
+};
+
 // A checkpoint module stacked into a fused engine module: ("qkv_proj", "q_proj", "q").
 struct StackedParam {
   std::string param_name;
@@ -52,20 +72,30 @@ struct ModelDescription {
   DType dtype = DType::kBF16;  // config.json torch_dtype
   std::vector<LinearSpec> linears;
   std::vector<AttentionSpec> attentions;
+  std::vector<MoESpec> moes;
   PackedModulesMapping packed_modules_mapping;
   std::vector<StackedParam> stacked_params;
   // Checkpoint tensors kept as plain tensors (embeddings, norms, lm_head): exact names.
   std::vector<std::string> plain_tensors;
   // Checkpoint tensors a loader may skip (rotary caches and the like): suffixes.
   std::vector<std::string> ignored_suffixes = {"rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached"};
+  // Checkpoint tensors a loader skips by prefix (DeepSeek-V3's multi-token-prediction layers,
+  // which vLLM loads only into its speculative-decoding model).
+  std::vector<std::string> ignored_prefixes;
 };
 
-// Llama / Mistral / Qwen2 / Qwen3 (dense) from config.json; Error(kUnsupported) naming the
-// architecture for others. tp_size is used only to validate divisibility.
+// From config.json: Llama / Mistral / Qwen2 / Qwen3 (dense); Qwen3-MoE (MoE layers unless listed
+// in mlp_only_layers, every decoder_sparse_step-th); Mixtral (block_sparse_moe, experts w1/w2/w3);
+// DeepSeek-V3 (dense below first_k_dense_replace, then routed experts with sigmoid grouped top-k
+// and e_score_correction_bias plus shared_experts as gate_up_proj / down_proj; MLA attention as
+// vLLM's linear layers q_a_proj / q_b_proj (or q_proj), kv_a_proj_with_mqa, kv_b_proj, o_proj and
+// one MLA attention layer of kv_lora_rank + qk_rope_head_dim per head, one KV head).
+// Error(kUnsupported) naming the architecture for others.
 ModelDescription describe_hf_model(const nlohmann::ordered_json& config);
 
 struct LoadOptions {
   ParallelConfig parallel;
+  int64_t ep_size = 1, ep_rank = 0;  // expert parallelism of the MoE layers
   Device device = Device::cpu();
   std::string kv_cache_dtype = "auto";
   bool calculate_kv_scales = false;
@@ -76,19 +106,23 @@ class LoadedModel {
   std::unique_ptr<QuantizationConfig> quant_config;  // what get_quant_config chose
   std::map<std::string, std::unique_ptr<LinearBase>> linears;
   std::map<std::string, std::unique_ptr<Attention>> attentions;
+  std::map<std::string, std::unique_ptr<FusedMoE>> moes;
   std::map<std::string, Tensor> plain;  // on the load device
 
   LinearBase& linear(const std::string& prefix) const;  // Error naming the prefix when absent
   Attention& attention(const std::string& prefix) const;
+  FusedMoE& moe(const std::string& prefix) const;
 };
 
-// Where a checkpoint tensor goes: the layer (or plain tensor), the parameter and the shard.
+// Where a checkpoint tensor goes: the layer (or plain tensor), the parameter and the shard; for
+// a MoE layer also the expert.
 struct TensorPlacement {
-  enum class Target { kLinear, kAttention, kPlain, kSkipped };
+  enum class Target { kLinear, kAttention, kMoE, kPlain, kSkipped };
   Target target = Target::kSkipped;
   std::string module;     // layer prefix, or the plain tensor's name
-  std::string parameter;  // "weight", "weight_scale", "k_scale", ...
-  std::optional<ShardId> shard;
+  std::string parameter;  // "weight", "weight_scale", "k_scale", "w13_weight", "w2_input_scale", ...
+  std::optional<ShardId> shard;  // MoE: "w1", "w2" or "w3"
+  int64_t expert_id = -1;        // MoE: the global expert id
 };
 
 // The placement of checkpoint tensor `name` in a model of `description`; nullopt when no layer
