@@ -78,15 +78,17 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_decode_kernel(const W
         w[r][s] = (row0 + r < a.n && k < a.k) ? load_streaming(a.w + (row0 + r) * a.ldw + k) : make_uint4(0, 0, 0, 0);
       }
     }
+    // Every loop below is fully unrolled with compile-time indices (a data-dependent `break` would
+    // push acc / w / wd into local memory); steps past K and rows past M are predicated off.
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       const int64_t k = k_base + s * kWarpK + lane * kLaneK;
-      if (k >= a.k) break;
-      // This lane's 16 weights of each row, dequantized as the reference does.
+      const bool k_valid = k < a.k;
+      // This lane's 16 weights of each row, dequantized as the reference does (zero past K).
       float wd[kRows][kLaneK];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        const float sc = row0 + r < a.n ? scale_of(a, row0 + r, k) : 0.0f;
+        const float sc = (row0 + r < a.n && k_valid) ? scale_of(a, row0 + r, k) : 0.0f;
         const uint32_t words[4] = {w[r][s].x, w[r][s].y, w[r][s].z, w[r][s].w};
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
@@ -97,10 +99,13 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_decode_kernel(const W
       }
 #pragma unroll
       for (int m = 0; m < kM; ++m) {
-        if (m >= a.m) break;
         // 16 activations in two 16-byte loads (L1-resident: every warp of the SM reads them).
-        const uint4* xr = reinterpret_cast<const uint4*>(x + m * a.ldx + k);
-        const uint4 lo = xr[0], hi = xr[1];
+        uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+        if (k_valid && m < a.m) {
+          const uint4* xr = reinterpret_cast<const uint4*>(x + m * a.ldx + k);
+          lo = xr[0];
+          hi = xr[1];
+        }
         const uint32_t xw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
         for (int e = 0; e < kLaneK; ++e) {
@@ -128,10 +133,9 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_decode_kernel(const W
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int64_t j = row0 + r;
-    if (j >= a.n) break;
 #pragma unroll
     for (int m = 0; m < kM; ++m) {
-      if (m >= a.m) break;
+      if (j >= a.n || m >= a.m) continue;
       const float y = bias != nullptr ? __fadd_rn(acc[r][m], to_float(bias[j])) : acc[r][m];
       if constexpr (std::is_same_v<T, BFloat16>) {
         out[m * a.ldc + j] = float_to_bf16(y);
