@@ -139,6 +139,37 @@ inline convert::SyntheticModelSpec moe_spec() {
   return spec;
 }
 
+// A synthetic Mixtral: 2 layers, both sparse (block_sparse_moe, 8 experts w1/w2/w3, top 2).
+inline convert::SyntheticModelSpec mixtral_spec() {
+  convert::SyntheticModelSpec spec;
+  spec.architecture = convert::SyntheticArchitecture::kMixtral;
+  spec.num_layers = 2;
+  spec.num_experts = 8;
+  spec.top_k = 2;
+  spec.moe_intermediate_size = 128;
+  return spec;
+}
+
+// A synthetic DeepSeek-V3: 3 layers, layer 0 dense (first_k_dense_replace 1), layers 1 and 2
+// with 16 routed experts in 4 groups (top 2 groups, top 4 experts, sigmoid, correction bias) and
+// one shared expert; MLA attention with every projection's input a multiple of 128, so block FP8
+// applies to all of them (kv_a_proj_with_mqa's 144 rows end in a partial block, as the real
+// model's 576 do).
+inline convert::SyntheticModelSpec deepseek_v3_spec() {
+  convert::SyntheticModelSpec spec;
+  spec.architecture = convert::SyntheticArchitecture::kDeepseekV3;
+  spec.num_layers = 3;
+  spec.intermediate_size = 512;
+  spec.first_k_dense_replace = 1;
+  spec.num_experts = 16;
+  spec.n_group = 4;
+  spec.topk_group = 2;
+  spec.top_k = 4;
+  spec.moe_intermediate_size = 128;
+  spec.n_shared_experts = 1;
+  return spec;
+}
+
 // A BF16 MoE in double: y[t] = sum_k topk_weights[t, k] * W2_e (silu(W1_e x_t) * (W3_e x_t)) with
 // e = topk_ids[t, k]; weight(e, "w1" | "w2" | "w3") gives expert e's [I, H], [H, I], [I, H]
 // weights (bf16 or f32). x: [M, H] bf16 or f32. Returns [M, H].
