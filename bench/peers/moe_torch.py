@@ -54,6 +54,55 @@ def quant_group(x):
     return (g / s).clamp(-FP8_MAX, FP8_MAX).to(FP8).view(x.shape), s.squeeze(2)
 
 
+def padded_rows(a, multiple, fill_code=0):
+    """a [n, K] (codes) padded with rows of `fill_code` to a multiple of `multiple` rows: cuBLASLt's
+    FP8 kernels want 16-row multiples (vLLM pads the same way)."""
+    n = a.shape[0]
+    rows = -(-n // multiple) * multiple
+    if rows == n:
+        return a.contiguous()
+    out = torch.full((rows, a.shape[1]), fill_code, dtype=torch.uint8, device=a.device)
+    out[:n] = a.view(torch.uint8)
+    return out.view(a.dtype)
+
+
+def column_major(s, rows):
+    """[R, C] f32 as a column-major view (strides (1, rows)), R padded to `rows` with ones."""
+    r, c = s.shape
+    out = torch.ones((c, rows), dtype=s.dtype, device=s.device)
+    out[:, :r] = s.t()
+    return out.t()
+
+
+def lt_block_scales(s):
+    """[N/128, K/128] weight block scales in cuBLASLt's 128x128 layout: [L4, N/128] with K-blocks
+    contiguous, L4 = K/128 rounded up to 4 (as gemm_torch.py)."""
+    nb, kb = s.shape
+    l4 = -(-kb // 4) * 4
+    padded = torch.ones((nb, l4), dtype=torch.float32, device=s.device)
+    padded[:, :kb] = s
+    return padded.t()
+
+
+def tensor_mm(q, s, w, sw):
+    """Per-tensor FP8 GEMM of q [n, K] and w [N, K] through torch._scaled_mm, rows padded to 16."""
+    n = q.shape[0]
+    return torch._scaled_mm(padded_rows(q, 16), w.t(), scale_a=s, scale_b=sw, out_dtype=torch.bfloat16)[:n]
+
+
+def block_mm(q, s, w, sw_lt):
+    """1x128 x 128x128 block FP8 GEMM through torch's cuBLASLt block mode (F.scaled_mm)."""
+    F = torch.nn.functional
+    if not (hasattr(F, "scaled_mm") and hasattr(F, "ScalingType")):
+        raise RuntimeError("this torch has no torch.nn.functional.scaled_mm block mode")
+    n = q.shape[0]
+    a = padded_rows(q, 16, fill_code=0x38)  # pad rows: code 1.0, scale 1.0
+    plain = F.SwizzleType.NO_SWIZZLE if hasattr(F, "SwizzleType") else None
+    return F.scaled_mm(a, w.t(), column_major(s, a.shape[0]), F.ScalingType.BlockWise1x128, sw_lt,
+                       F.ScalingType.BlockWise128x128, swizzle_a=plain, swizzle_b=plain,
+                       output_dtype=torch.bfloat16)[:n]
+
+
 def moe_layer(variant, x, w1, w2, s1, s2, ids, weights):
     m, h = x.shape
     top_k = ids.shape[1]
@@ -77,20 +126,19 @@ def moe_layer(variant, x, w1, w2, s1, s2, ids, weights):
         if variant == "bf16":
             c1 = x[rows] @ w1[e].t()
         elif variant == "per_tensor":
-            c1 = torch._scaled_mm(xq[rows], w1[e].t(), scale_a=xs, scale_b=s1[e], out_dtype=torch.bfloat16)
+            c1 = tensor_mm(xq[rows], xs, w1[e], s1[e])
         else:
-            c1 = torch._scaled_mm(xq[rows], w1[e].t(), scale_a=xs[rows].contiguous(), scale_b=s1[e].t().contiguous(),
-                                  out_dtype=torch.bfloat16)
+            c1 = block_mm(xq[rows], xs[rows], w1[e], s1[e])
         i = c1.shape[1] // 2
         c2 = torch.nn.functional.silu(c1[:, :i]) * c1[:, i:]
         if variant == "bf16":
             c3 = c2 @ w2[e].t()
         elif variant == "per_tensor":
             q, s = quant_tensor(c2)
-            c3 = torch._scaled_mm(q, w2[e].t(), scale_a=s, scale_b=s2[e], out_dtype=torch.bfloat16)
+            c3 = tensor_mm(q, s, w2[e], s2[e])
         else:
             q, s = quant_group(c2)
-            c3 = torch._scaled_mm(q, w2[e].t(), scale_a=s, scale_b=s2[e].t().contiguous(), out_dtype=torch.bfloat16)
+            c3 = block_mm(q, s, w2[e], s2[e])
         out.index_add_(0, rows, c3 * weights.flatten()[slot].unsqueeze(1).to(c3.dtype))
     return out
 
@@ -120,7 +168,12 @@ def run(args):
                 s1, s2 = None, None
             else:
                 w1v, w2v = w1, w2
-                s1, s2 = (s1t, s2t) if variant == "per_tensor" else (s1b, s2b)
+                if variant == "per_tensor":  # own allocations: cuBLASLt wants 16-byte aligned scales
+                    s1 = [s1t[j].clone() for j in range(e)]
+                    s2 = [s2t[j].clone() for j in range(e)]
+                else:  # cuBLASLt's block-scale layout, prepared once per expert outside the timing
+                    s1 = [lt_block_scales(s1b[j]) for j in range(e)]
+                    s2 = [lt_block_scales(s2b[j]) for j in range(e)]
             for m in args.ms:
                 case = {"model": name, "variant": variant, "m": m, "e": e, "h": h, "i": inter, "top_k": top_k}
                 try:
