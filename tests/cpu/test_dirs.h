@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <string>
 
+#include <unistd.h>
+
 namespace fp8kit::testing {
 
 // <tmp>/<suite>.<test>, emptied at construction. <tmp> is $FP8KIT_TEST_TMPDIR when set (the
@@ -18,6 +20,17 @@ inline std::string scratch_dir() {
   const char* env = std::getenv("FP8KIT_TEST_TMPDIR");
   const std::string root = env != nullptr && *env != '\0' ? env : FP8KIT_TEST_TMPDIR;
   const std::string dir = root + "/" + info->test_suite_name() + "." + info->name();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// <tmp>/<name>.<pid>, emptied at the first call: a fixture shared by the tests of one process.
+// The process id keeps parallel test processes (ctest -j) out of each other's files.
+inline std::string process_dir(const std::string& name) {
+  const char* env = std::getenv("FP8KIT_TEST_TMPDIR");
+  const std::string root = env != nullptr && *env != '\0' ? env : FP8KIT_TEST_TMPDIR;
+  const std::string dir = root + "/" + name + "." + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -28,9 +28,7 @@ struct MoECheckpoints {
 };
 const MoECheckpoints& checkpoints() {
   static const MoECheckpoints c = [] {
-    const char* env = std::getenv("FP8KIT_TEST_TMPDIR");
-    const std::string root = std::string(env != nullptr && *env != '\0' ? env : FP8KIT_TEST_TMPDIR) + "/ModelLoaderMoE";
-    std::filesystem::remove_all(root);
+    const std::string root = fp8kit::testing::process_dir("ModelLoaderMoE");
     MoECheckpoints out{root + "/bf16", root + "/fp8-tensor", root + "/fp8-block"};
     convert::write_synthetic_checkpoint(out.bf16, moe_spec());
     QuantizeOptions o;

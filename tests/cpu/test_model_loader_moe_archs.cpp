@@ -29,11 +29,9 @@ const ArchCheckpoints& checkpoints(const convert::SyntheticModelSpec& spec) {
   static std::map<SyntheticArchitecture, ArchCheckpoints> written;
   const auto it = written.find(spec.architecture);
   if (it != written.end()) return it->second;
-  const char* env = std::getenv("FP8KIT_TEST_TMPDIR");
-  const std::string root = std::string(env != nullptr && *env != '\0' ? env : FP8KIT_TEST_TMPDIR) +
-                           "/ModelLoaderMoEArchs/" +
-                           (spec.architecture == SyntheticArchitecture::kMixtral ? "mixtral" : "deepseek_v3");
-  std::filesystem::remove_all(root);
+  const std::string root = fp8kit::testing::process_dir(
+      std::string("ModelLoaderMoEArchs.") +
+      (spec.architecture == SyntheticArchitecture::kMixtral ? "mixtral" : "deepseek_v3"));
   ArchCheckpoints c{root + "/bf16", root + "/fp8-block"};
   convert::write_synthetic_checkpoint(c.bf16, spec);
   QuantizeOptions o;
