@@ -53,7 +53,10 @@ class Pool {
     wake_.notify_all();
     drain();
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return pending_ == 0; });
+    // Every chunk done and every worker out of drain(): a worker still inside it could otherwise
+    // claim an index of the next job before that job's counters are all set, and count a chunk
+    // twice (the job would end with a chunk never run).
+    done_.wait(lock, [this] { return pending_ == 0 && active_ == 0; });
     body_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -84,8 +87,11 @@ class Pool {
         wake_.wait(lock, [&] { return stop_ || (generation_ != seen && body_ != nullptr); });
         if (stop_) return;
         seen = generation_;
+        ++active_;  // joins the job while it runs (body_ is set until run() has seen active_ == 0)
       }
       drain();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--active_ == 0) done_.notify_all();
     }
   }
 
@@ -96,6 +102,7 @@ class Pool {
   std::atomic<int64_t> chunks_{0};
   std::atomic<int64_t> next_{0};
   int64_t pending_ = 0;
+  int active_ = 0;  // workers inside drain()
   uint64_t generation_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;
