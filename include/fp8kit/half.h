@@ -60,4 +60,24 @@ FP8KIT_HOST_DEVICE Float16 float_to_f16(float f) {
   return Float16{uint16_t(sign | q)};
 }
 
+// The same conversions for code templated on the element type T (float, Float16 or BFloat16).
+FP8KIT_HOST_DEVICE float to_float(float v) { return v; }
+FP8KIT_HOST_DEVICE float to_float(Float16 v) { return f16_to_float(v); }
+FP8KIT_HOST_DEVICE float to_float(BFloat16 v) { return bf16_to_float(v); }
+
+template <typename T>
+FP8KIT_HOST_DEVICE T from_float(float f);
+template <>
+FP8KIT_HOST_DEVICE float from_float<float>(float f) {
+  return f;
+}
+template <>
+FP8KIT_HOST_DEVICE Float16 from_float<Float16>(float f) {
+  return float_to_f16(f);
+}
+template <>
+FP8KIT_HOST_DEVICE BFloat16 from_float<BFloat16>(float f) {
+  return float_to_bf16(f);
+}
+
 }  // namespace fp8kit

@@ -104,16 +104,20 @@ TEST(LayersCuda, ForcedWeightOnly) {
 }
 
 // The MoE layer of a Qwen3-MoE checkpoint on the GPU against the same layer on the CPU: the same
-// routing and post-processed experts; the grouped FP8 GEMMs accumulate in another order.
+// routing and post-processed experts (online quantization included, byte for byte); the grouped
+// FP8 GEMMs accumulate in another order.
 TEST(LayersCuda, MoeLayerMatchesTheCpu) {
   const std::string root = fp8kit::testing::scratch_dir();
   convert::write_synthetic_checkpoint(root + "/bf16", moe_spec());
-  for (const QuantScheme scheme : {QuantScheme::kPerTensor, QuantScheme::kBlock}) {
-    SCOPED_TRACE(scheme == QuantScheme::kBlock ? "block" : "per-tensor");
-    const std::string dir = root + (scheme == QuantScheme::kBlock ? "/block" : "/tensor");
-    QuantizeOptions q;
-    q.scheme = scheme;
-    quantize_checkpoint(root + "/bf16", dir, q);
+  // The checkpoints quantize writes (per-tensor, block) and the BF16 one, quantized online.
+  for (const char* kind : {"tensor", "block", "bf16"}) {
+    SCOPED_TRACE(kind);
+    const std::string dir = root + "/" + kind;
+    if (std::string(kind) != "bf16") {
+      QuantizeOptions q;
+      q.scheme = std::string(kind) == "block" ? QuantScheme::kBlock : QuantScheme::kPerTensor;
+      quantize_checkpoint(root + "/bf16", dir, q);
+    }
     LoadOptions on_gpu;
     on_gpu.device = Device::cuda(0);
     const LoadedModel gpu = load_model(dir, on_gpu);
@@ -133,6 +137,36 @@ TEST(LayersCuda, MoeLayerMatchesTheCpu) {
       // A one-ulp difference in the bf16 intermediate can move a dynamic activation scale and with
       // it many FP8 codes: the bound is FP8's rounding, far below a wrong expert or weight (~1).
       EXPECT_LE(rel_error(yg.to(Device::cpu()), values(yc)), 0.03) << "m " << m;
+    }
+  }
+}
+
+// Mixtral and DeepSeek-V3 (grouped top-k with sigmoid scores and the correction bias) checkpoints
+// in block FP8 on the GPU: every MoE layer against the same layer loaded on the CPU.
+TEST(LayersCuda, MixtralAndDeepSeekMoeLayersMatchTheCpu) {
+  for (const convert::SyntheticModelSpec& spec : {mixtral_spec(), deepseek_v3_spec()}) {
+    const bool mixtral = spec.architecture == convert::SyntheticArchitecture::kMixtral;
+    SCOPED_TRACE(mixtral ? "mixtral" : "deepseek-v3");
+    const std::string root = fp8kit::testing::scratch_dir();
+    convert::write_synthetic_checkpoint(root + "/bf16", spec);
+    QuantizeOptions q;
+    q.scheme = QuantScheme::kBlock;
+    quantize_checkpoint(root + "/bf16", root + "/block", q);
+    LoadOptions on_gpu;
+    on_gpu.device = Device::cuda(0);
+    const LoadedModel gpu = load_model(root + "/block", on_gpu);
+    const LoadedModel cpu = load_model(root + "/block");
+    ASSERT_FALSE(cpu.moes.empty());
+    for (const auto& [name, layer] : cpu.moes) {
+      SCOPED_TRACE(name);
+      FusedMoE& g = gpu.moe(name);
+      for (const int64_t m : {1, 16, 129}) {
+        const Tensor x = random_bf16({m, layer->hidden_size()}, uint32_t(m));
+        const Tensor logits = random_bf16({m, layer->global_num_experts()}, uint32_t(7 + m));
+        const Tensor yc = layer->forward(x.clone(), logits);
+        const Tensor yg = g.forward(x.to(Device::cuda(0)), logits.to(Device::cuda(0)));
+        EXPECT_LE(rel_error(yg.to(Device::cpu()), values(yc)), 0.03) << "m " << m;
+      }
     }
   }
 }

@@ -1,8 +1,9 @@
 // Fused mixture-of-experts computation (spec 1.10): the gated activations, the top-k sum and
 // fused_experts, the pipeline quantize -> grouped GEMM1 -> activation -> quantize -> grouped
 // GEMM2 -> weighted sum over the top-k experts. Routes by device: the CPU reference (the
-// composition of the quantization, GEMM and activation references, src/ops/moe/) or CUDA (not
-// built yet: a CUDA tensor gets kUnsupported).
+// composition of the quantization, GEMM and activation references, src/ops/moe/) or CUDA
+// (fused_experts_cuda.cpp: grouped FP8 GEMMs over the moe_align_block_size segmentation, no host
+// synchronization).
 #pragma once
 
 #include <cstdint>

@@ -24,19 +24,6 @@
 namespace fp8kit::ops {
 namespace {
 
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(BFloat16 v) { return bf16_to_float(v); }
-__device__ __forceinline__ float widen(Float16 v) { return f16_to_float(v); }
-
-template <typename T>
-__device__ __forceinline__ T narrow(float v);
-template <>
-__device__ __forceinline__ float narrow<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ BFloat16 narrow<BFloat16>(float v) { return float_to_bf16(v); }
-template <>
-__device__ __forceinline__ Float16 narrow<Float16>(float v) { return float_to_f16(v); }
-
 // silu_f32 of activation_ref.cpp: x / (1 + exp(-x)).
 __device__ __forceinline__ float silu_f32(float x) {
   const float e = float(exp(-double(x)));
@@ -52,9 +39,9 @@ __device__ __forceinline__ float gelu_f32(float x) {
 
 template <typename T, bool kSilu>
 __device__ __forceinline__ T act_and_mul_one(T gate, T up) {
-  const float g = widen(gate);
-  const float act = widen(narrow<T>(kSilu ? silu_f32(g) : gelu_f32(g)));  // rounded to T first
-  return narrow<T>(__fmul_rn(act, widen(up)));  // exact for 16-bit T: one rounding, as T * T
+  const float g = to_float(gate);
+  const float act = to_float(from_float<T>(kSilu ? silu_f32(g) : gelu_f32(g)));  // rounded to T first
+  return from_float<T>(__fmul_rn(act, to_float(up)));  // exact for 16-bit T: one rounding, as T * T
 }
 
 // V elements per thread (16 bytes when the rows allow it, else 1). Flat index over rows x d / V,

@@ -13,7 +13,6 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/half.h"
@@ -40,17 +39,6 @@ __device__ __forceinline__ uint4 load_streaming(const void* p) {
 __device__ __forceinline__ float2 decode2(uint16_t pair) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
   return make_float2(__half2float(__half(__half_raw{h.x})), __half2float(__half(__half_raw{h.y})));
-}
-
-template <typename T>
-__device__ __forceinline__ float to_float(T v);
-template <>
-__device__ __forceinline__ float to_float(BFloat16 v) {
-  return bf16_to_float(v);
-}
-template <>
-__device__ __forceinline__ float to_float(Float16 v) {
-  return f16_to_float(v);
 }
 
 __device__ __forceinline__ float scale_of(const WeightOnlyMmArgs& a, int64_t row, int64_t k) {
@@ -137,11 +125,7 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_decode_kernel(const W
     for (int m = 0; m < kM; ++m) {
       if (j >= a.n || m >= a.m) continue;
       const float y = bias != nullptr ? __fadd_rn(acc[r][m], to_float(bias[j])) : acc[r][m];
-      if constexpr (std::is_same_v<T, BFloat16>) {
-        out[m * a.ldc + j] = float_to_bf16(y);
-      } else {
-        out[m * a.ldc + j] = float_to_f16(y);
-      }
+      out[m * a.ldc + j] = from_float<T>(y);
     }
   }
 }

@@ -16,19 +16,6 @@
 namespace fp8kit::ops {
 namespace {
 
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(BFloat16 v) { return bf16_to_float(v); }
-__device__ __forceinline__ float widen(Float16 v) { return f16_to_float(v); }
-
-template <typename T>
-__device__ __forceinline__ T narrow(float v);
-template <>
-__device__ __forceinline__ float narrow<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ BFloat16 narrow<BFloat16>(float v) { return float_to_bf16(v); }
-template <>
-__device__ __forceinline__ Float16 narrow<Float16>(float v) { return float_to_f16(v); }
-
 // V elements per thread (16 bytes when d allows it, else 1); flat index over m x d / V.
 template <typename T, bool kScalarAccumulate, int V>
 __global__ void moe_sum_kernel(const MoeSumArgs a) {
@@ -48,13 +35,13 @@ __global__ void moe_sum_kernel(const MoeSumArgs a) {
       const Pack p = *reinterpret_cast<const Pack*>(rows + k * a.d);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const float s = __fadd_rn(x[j], widen(p.v[j]));
-        x[j] = kScalarAccumulate ? widen(narrow<T>(s)) : s;
+        const float s = __fadd_rn(x[j], to_float(p.v[j]));
+        x[j] = kScalarAccumulate ? to_float(from_float<T>(s)) : s;
       }
     }
     Pack y;
 #pragma unroll
-    for (int j = 0; j < V; ++j) y.v[j] = narrow<T>(x[j]);
+    for (int j = 0; j < V; ++j) y.v[j] = from_float<T>(x[j]);
     *reinterpret_cast<Pack*>(out + t * a.d + c) = y;
   }
 }
