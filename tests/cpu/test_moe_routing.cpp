@@ -15,6 +15,7 @@
 #include "cpu/expect_error.h"
 #include "cpu/test_quant_util.h"
 #include "fp8kit/ops/moe_routing.h"
+#include "moe_routing_test_util.h"
 #include "ops/moe/routing_math.h"
 
 namespace fp8kit {
@@ -23,21 +24,7 @@ namespace {
 using ops::GroupedTopkOptions;
 using quant_test::make_tensor;
 using testing::expect_invalid;
-
-std::vector<int64_t> ids_of(const Tensor& ids) {
-  std::vector<int64_t> v(size_t(ids.numel()));
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = ids.dtype() == DType::kI64 ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];
-  }
-  return v;
-}
-
-std::vector<float> weights_of(const Tensor& w) {
-  const float* p = w.data<float>();
-  return std::vector<float>(p, p + w.numel());
-}
-
-Tensor hidden(int64_t m) { return Tensor::zeros({m, 4}, DType::kF32); }
+using namespace routing_test;
 
 // Distance in units in the last place between two finite floats of one sign.
 int64_t ulp_distance(float a, float b) {

@@ -8,6 +8,7 @@
 #include "cpu/expect_error.h"
 #include "cpu/test_quant_util.h"
 #include "fp8kit/ops/moe_routing.h"
+#include "moe_routing_test_util.h"
 
 namespace fp8kit {
 namespace {
@@ -15,26 +16,12 @@ namespace {
 using ops::SelectExpertsOptions;
 using quant_test::make_tensor;
 using testing::expect_invalid;
-
-std::vector<int64_t> ids_of(const Tensor& ids) {
-  std::vector<int64_t> v(size_t(ids.numel()));
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = ids.dtype() == DType::kI64 ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];
-  }
-  return v;
-}
-
-std::vector<float> weights_of(const Tensor& w) {
-  const float* p = w.data<float>();
-  return std::vector<float>(p, p + w.numel());
-}
+using namespace routing_test;
 
 std::vector<int64_t> values_i64(const Tensor& t) {
   const int64_t* p = t.data<int64_t>();
   return std::vector<int64_t>(p, p + t.numel());
 }
-
-Tensor hidden(int64_t m) { return Tensor::zeros({m, 4}, DType::kF32); }
 
 // `m` rows of [5, 0, 4, 0]: every token routes to logical experts 0 then 2 (topk 2).
 Tensor rows_to_0_and_2(int64_t m) {
