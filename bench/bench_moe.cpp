@@ -4,7 +4,8 @@
 // CUDA-core GEMMs, FP8KIT_MOE_GEMM=simt, and no output element left unwritten), then time with
 // CUDA events (median, L2 flushed before each launch) and, at M <= 64, CUDA-graph replays of the
 // captured call (the layer does no host synchronization). Reports TFLOP/s (2 * slots * 3 * H * I)
-// and the touched experts' weight bytes / time against the copy ceiling of the same run.
+// and the touched experts' weight bytes / time against the copy ceiling of the same run; and the
+// first grouped GEMM alone (the kernel and block size fused_experts picks, inputs prepared once).
 // The torch peer (bench/peers/moe_torch.py) runs in the same gpu-check.
 //   bench_moe [[--json] PATH] [--m LIST] [--models LIST] [--scalings per_tensor,block] [--quick] [--no-graphs]
 #include <cuda_runtime_api.h>
@@ -23,7 +24,10 @@
 
 #include "bench_common.h"
 #include "fp8kit/ops/moe_experts.h"
+#include "fp8kit/ops/moe_routing.h"
+#include "fp8kit/ops/quant.h"
 #include "fp8kit/platform.h"
+#include "ops/moe/grouped_gemm_dispatch.h"
 
 using namespace fp8kit;
 using namespace fp8kit::bench;
@@ -167,6 +171,7 @@ struct CaseResult {
   int64_t m = 0, e = 0, h = 0, inter = 0, top_k = 0, touched = 0;
   Timing timing;
   double graph_us = -1, tflops = 0, weight_gbps = 0, pct_copy = 0;
+  double gemm1_us = 0, gemm1_tflops = 0, gemm1_gbps = 0;  // GEMM1 alone
   std::string verify = "-", error;
   bool verify_ok = true;
 };
@@ -182,6 +187,42 @@ std::pair<double, int64_t> compare(const Tensor& a, const Tensor& b, cudaStream_
     den += y * y;
   }
   return {std::sqrt(num / std::max(den, 1e-300)), poisoned};
+}
+
+// The layer's first grouped GEMM alone (x [M, H] -> C1 [M * top_k, 2I]) with the kernel and block
+// size fused_experts picks; quantization and moe_align run once, outside the timed region.
+Timing time_gemm1(const Model& model, const Weights& w, bool block, const Tensor& x, const Routing& routing,
+                  Timer& timer, cudaStream_t s) {
+  const int64_t m = x.size(0), slots = m * model.top_k;
+  const ops::GroupedKernel kernel = ops::preferred_grouped_kernel(ops::ExpertQuant::kFp8W8A8, 0);
+  const int64_t block_m = ops::grouped_block_m(slots, model.e, kernel);
+  const ops::MoeAlignResult align = ops::moe_align_block_size(routing.ids, block_m, model.e, {}, false, Stream{s});
+  ops::QuantResult q;
+  if (block) {
+    ops::PerTokenGroupQuantOptions o;
+    o.group_size = 128;
+    o.stream = Stream{s};
+    q = ops::per_token_group_quant(x, o);
+  } else {
+    ops::ScaledFp8QuantOptions o;
+    o.stream = Stream{s};
+    q = ops::scaled_fp8_quant(x, o);
+  }
+  const Tensor c1 = Tensor::empty({slots, 2 * model.inter}, DType::kBF16, Device::cuda(0));
+  ops::GroupedGemmArgs g;
+  g.n = 2 * model.inter, g.k = model.h, g.num_slots = slots, g.a_slots_per_row = model.top_k, g.block_m = block_m;
+  g.grid_m_blocks = std::min(align.expert_ids.size(0), (slots + block_m - 1) / block_m + std::min(slots, model.e));
+  g.sorted_ids = static_cast<const int32_t*>(align.sorted_token_ids.data_ptr());
+  g.expert_ids = static_cast<const int32_t*>(align.expert_ids.data_ptr());
+  g.num_post_pad = static_cast<const int32_t*>(align.num_tokens_post_padded.data_ptr());
+  g.a = q.q.data_ptr(), g.a_dtype = q.q.dtype(), g.lda = q.q.stride(0);
+  g.b = w.w1.data_ptr(), g.b_dtype = w.w1.dtype(), g.b_expert_stride = w.w1.stride(0), g.ldb = w.w1.stride(1);
+  g.quant = ops::ExpertQuant::kFp8W8A8;
+  g.block = block, g.block_n = block ? 128 : 0, g.block_k = block ? 128 : 0;
+  g.a_scale = static_cast<const float*>(q.scale.data_ptr());
+  g.b_scale = static_cast<const float*>((block ? w.w1_scale_block : w.w1_scale_tensor).data_ptr());
+  g.c = c1.data_ptr(), g.c_dtype = DType::kBF16, g.ldc = c1.stride(0);
+  return timer.time([&](int) { ops::run_grouped_gemm(g, kernel, 0, s); });
 }
 
 CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m, Timer& timer,
@@ -211,9 +252,15 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m,
     cuda_empty_cache(0);
     { Tensor poison = Tensor::empty({m, model.h}, DType::kBF16, gpu); poison.fill_bytes_(kPoisonByte, Stream{s}); }
     const Tensor got = call();
+    const char* forced = std::getenv("FP8KIT_MOE_GEMM");  // kept for the timed runs
+    const std::string kept = forced != nullptr ? forced : "";
     setenv("FP8KIT_MOE_GEMM", "simt", 1);
     const Tensor want = call();
-    unsetenv("FP8KIT_MOE_GEMM");
+    if (forced != nullptr) {
+      setenv("FP8KIT_MOE_GEMM", kept.c_str(), 1);
+    } else {
+      unsetenv("FP8KIT_MOE_GEMM");
+    }
     const auto [rel, poisoned] = compare(got, want, s);
     r.verify_ok = poisoned == 0 && rel <= 1e-2;  // NaN fails
     r.verify = fmt::format("{} (rel L2 vs CUDA-core GEMM {:.1e}, {} unwritten)", r.verify_ok ? "ok" : "FAIL", rel, poisoned);
@@ -225,6 +272,9 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m,
   r.tflops = flops / (r.timing.median_us * 1e6);
   r.weight_gbps = bytes / (r.timing.median_us * 1e3);
   r.pct_copy = 100.0 * r.weight_gbps / copy.gbps;
+  r.gemm1_us = time_gemm1(model, w, block, x, routing, timer, s).median_us;
+  r.gemm1_tflops = 2.0 * double(m * model.top_k) * 2.0 * double(model.h) * double(model.inter) / (r.gemm1_us * 1e6);
+  r.gemm1_gbps = double(r.touched) * 2.0 * double(model.h) * double(model.inter) / (r.gemm1_us * 1e3);
 
   if (graphs && m <= 64) {  // capture one call (after the warm-up above) and time its replays
     try {
@@ -255,20 +305,22 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m,
 }
 
 void print_table(const std::vector<CaseResult>& results, const CopyCeiling& copy) {
-  fmt::print("\n{:<14} {:<10} {:>5} {:>7} {:>10} {:>10} {:>8} {:>8} {:>6}  {}\n", "model", "scaling", "M", "experts",
-             "median us", "graph us", "TF/s", "w TB/s", "%copy", "verify");
+  fmt::print("\n{:<14} {:<10} {:>5} {:>7} {:>10} {:>10} {:>8} {:>8} {:>6} {:>9} {:>8} {:>8}  {}\n", "model", "scaling", "M",
+             "experts", "median us", "graph us", "TF/s", "w TB/s", "%copy", "GEMM1 us", "G1 TF/s", "G1 TB/s", "verify");
   for (const CaseResult& r : results) {
     if (!r.error.empty()) {
       fmt::print("{:<14} {:<10} {:>5} error: {}\n", r.model, r.scaling, r.m, r.error);
       continue;
     }
-    fmt::print("{:<14} {:<10} {:>5} {:>7} {:>10.1f} {:>10} {:>8.1f} {:>8.2f} {:>5.1f}%  {}\n", r.model, r.scaling, r.m,
-               r.touched, r.timing.median_us, r.graph_us > 0 ? fmt::format("{:.1f}", r.graph_us) : "-", r.tflops,
-               r.weight_gbps / 1e3, r.pct_copy, r.verify);
+    fmt::print("{:<14} {:<10} {:>5} {:>7} {:>10.1f} {:>10} {:>8.1f} {:>8.2f} {:>5.1f}% {:>9.1f} {:>8.1f} {:>8.2f}  {}\n",
+               r.model, r.scaling, r.m, r.touched, r.timing.median_us,
+               r.graph_us > 0 ? fmt::format("{:.1f}", r.graph_us) : "-", r.tflops, r.weight_gbps / 1e3, r.pct_copy,
+               r.gemm1_us, r.gemm1_tflops, r.gemm1_gbps / 1e3, r.verify);
   }
   fmt::print(
       "\nwhole layer (quant, align, GEMM1, activation, quant, GEMM2, sum). TF/s = 2 * M * top_k * 3 * H * I / median;"
-      " w TB/s = touched experts' FP8 weight bytes (3 * H * I each) / median; %copy of {:.0f} GB/s. graph us ="
+      " w TB/s = touched experts' FP8 weight bytes (3 * H * I each) / median; %copy of {:.0f} GB/s. GEMM1 = the"
+      " first grouped GEMM alone (2 * M * top_k * 2I * H FLOP; touched w13 bytes). graph us ="
       " replays of the captured call. Targets (PERF_TARGETS.md): decode >= 3.8 TB/s, prefill vs vLLM's Triton"
       " kernels (bench/peers/moe_torch.py runs a torch peer in the same gpu-check).\n",
       copy.gbps);
@@ -337,6 +389,9 @@ int main(int argc, char** argv) {
         c["graph_us"] = r.graph_us > 0 ? nlohmann::json(r.graph_us) : nlohmann::json();
         c["tflops"] = r.tflops;
         c["weight_gbps"] = r.weight_gbps;
+        c["gemm1_us"] = r.gemm1_us;
+        c["gemm1_tflops"] = r.gemm1_tflops;
+        c["gemm1_weight_gbps"] = r.gemm1_gbps;
         c["pct_copy"] = r.pct_copy;
       }
       cases.push_back(c);

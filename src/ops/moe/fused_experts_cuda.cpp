@@ -8,14 +8,12 @@
 #include "ops/moe/fused_experts_cuda.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "core/check.h"
 #include "fp8kit/ops/moe_routing.h"
 #include "fp8kit/ops/quant.h"
 #include "ops/activation/activation_cuda.h"
-#include "ops/moe/grouped_gemm_cuda.h"
+#include "ops/moe/grouped_gemm_dispatch.h"
 #include "ops/moe/moe_sum_cuda.h"
 #include "ops/op_checks.h"
 
@@ -23,18 +21,6 @@ namespace fp8kit::ops {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-bool env_is(const char* name, std::string_view value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::string_view(v) == value;
-}
-
-// moe_align block size = the GEMMs' BM: 16 while experts see few tokens each (decode), else 64.
-int64_t choose_block_m(int64_t slots, int64_t global_num_experts) {
-  if (env_is("FP8KIT_MOE_BLOCK_M", "16")) return 16;
-  if (env_is("FP8KIT_MOE_BLOCK_M", "64")) return 64;
-  return slots <= 32 * global_num_experts ? 16 : 64;
-}
 
 const float* f32_ptr(const Tensor& t) { return t.defined() ? static_cast<const float*>(t.data_ptr()) : nullptr; }
 
@@ -103,16 +89,6 @@ GroupedGemmArgs gemm_args(const FusedExpertsArgs& a, const Routing& r, const Ope
   return g;
 }
 
-void run_gemm(const GroupedGemmArgs& g, int device, cudaStream_t stream) {
-  FP8KIT_CHECK(g.block_m % 16 == 0 && g.lda >= g.k && g.ldb >= g.k && g.ldc >= g.n, ErrorCode::kInternal,
-               "fused_experts: grouped GEMM arguments out of shape");
-  if (!env_is("FP8KIT_MOE_GEMM", "simt") && grouped_gemm_sm90_e4m3_rejects(g, device).empty()) {
-    grouped_gemm_sm90_e4m3(g, stream);
-  } else {
-    grouped_gemm_simt(g, stream);
-  }
-}
-
 }  // namespace
 
 void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
@@ -134,11 +110,12 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
   const Tensor c13 = Tensor::empty({max_slots * std::max(2 * inter, h)}, dtype, device);
   const Tensor c2_all = Tensor::empty({max_slots, inter}, dtype, device);
 
+  const GroupedKernel kernel = preferred_grouped_kernel(a.quant, device.index);
   for (int64_t t0 = 0; t0 < a.num_tokens; t0 += a.chunk_size) {
     const int64_t m = std::min(a.chunk_size, a.num_tokens - t0);
     Routing r;
     r.slots = m * top_k;
-    r.block_m = choose_block_m(r.slots, a.global_num_experts);
+    r.block_m = grouped_block_m(r.slots, a.global_num_experts, kernel);
     r.weights = static_cast<const float*>(weights.data_ptr()) + t0 * top_k;
     // (2) the chunk's slots grouped by expert (moved ahead of the quantization: independent).
     r.align = moe_align_block_size(ids.narrow(0, t0, m), r.block_m, a.global_num_experts, a.expert_map, false, stream);
@@ -153,7 +130,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     // (1) quantize A (copied out of hidden_states before the chunk's output rows are written);
     // (3) GEMM1 -> C1, routed weight here when apply_router_weight_on_input.
     const Operand x1 = prepare_operand(a, a.hidden_states.narrow(0, t0, m), a.a1_scale, stream);
-    run_gemm(gemm_args(a, r, x1, a.w1, w1_scale, c1, top_k, a.apply_router_weight_on_input), device.index, s);
+    run_grouped_gemm(gemm_args(a, r, x1, a.w1, w1_scale, c1, top_k, a.apply_router_weight_on_input), kernel, device.index, s);
 
     // (4) activation -> C2 [slots, I]
     ActAndMulArgs act;
@@ -169,7 +146,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
 
     // (5) quantize C2 over the whole chunk; (6) GEMM2 -> C3, one A row per slot.
     const Operand x2 = prepare_operand(a, c2, a.a2_scale, stream);
-    run_gemm(gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input), device.index, s);
+    run_grouped_gemm(gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input), kernel, device.index, s);
 
     // (7) out[chunk] = sum over top_k (weight-only: the Marlin path's torch.sum, f32).
     MoeSumArgs sum;

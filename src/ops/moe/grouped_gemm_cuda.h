@@ -12,6 +12,11 @@
 
 namespace fp8kit::ops {
 
+// FP8 warpgroup MMA (wgmma m64nNk32 e4m3, sm_90a; block_m 16, 64 or 128). An empty string when
+// it can run `args` on `device`, else why not (the caller then takes grouped_gemm_sm90_e4m3).
+std::string grouped_gemm_sm90_wgmma_rejects(const GroupedGemmArgs& args, int device);
+void grouped_gemm_sm90_wgmma(const GroupedGemmArgs& args, cudaStream_t stream);
+
 // FP8 tensor cores (mma.sync m16n8k32 e4m3, sm_89+). An empty string when it can run `args` on
 // `device`, else why not (the caller then takes grouped_gemm_simt).
 std::string grouped_gemm_sm90_e4m3_rejects(const GroupedGemmArgs& args, int device);

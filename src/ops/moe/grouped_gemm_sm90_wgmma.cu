@@ -1,0 +1,322 @@
+// grouped_gemm_sm90_wgmma: the fused MoE's grouped FP8 GEMM (vLLM's Triton fused_moe_kernel, spec
+// 1.10) on Hopper's warpgroup MMA (wgmma.mma_async m64nNk32 e4m3, sm_90a only).
+// Reference: expert_gemm_ref (fused_experts_gemm_ref.cpp), same K-block promotion and epilogue
+// order as grouped_gemm_sm90_e4m3.cu; only the f32 summation order inside a 128-wide K tile differs.
+// Tests: tests/gpu/test_fused_experts_cuda.cpp; bench: bench/bench_moe.cpp.
+// Floor: decode, the touched experts' weight bytes over ~4.3 TB/s; prefill, 2 * slots * n * k
+// FLOP over the dense FP8 wgmma rate (~1,500 TFLOP/s measured by cuBLASLt on the H200).
+//
+// Orientation ("swap AB"): the expert's weight rows are wgmma's M (64 per warpgroup) and the
+// tokens of one moe_align block are its N (kBT = block_m = 16, 64 or 128), so a decode block of a
+// few tokens wastes no weight bandwidth and little tensor-core time. CTA = kWG warpgroups =
+// 64 * kWG weight rows x kBT sorted positions (one expert).
+//
+// K goes through shared memory in 128-byte tiles (128 e4m3 values), kStages deep, by cp.async
+// (16 B, zero-filled past K, for padding positions and past N), written in the 128-byte swizzle
+// wgmma reads (core/cuda/wgmma.cuh). Every tile's product is accumulated by wgmma into a fresh
+// f32 fragment and promoted into the f32 result in registers (DeepGEMM's scheme: the tensor core
+// keeps fewer bits while it accumulates FP8 products; the promotion also carries block scales).
+// All threads load; one __syncthreads per tile hands a slot from the loads to the MMAs and back.
+//
+// Epilogue (the reference's order, every step an explicit f32 rounding):
+//   per-tensor: acc (f32, sum of tiles); acc *= w[slot] if routed; acc = (acc * a_scale) * b_scale[e]
+//   block:      acc += (partial_kb * a_s[row, kb]) * b_s[e, n / bn, kb] per K block; acc *= w[slot]
+// then rounded to the output dtype and stored at row `slot`. Expert -1 stores zeros.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/wgmma.cuh"
+#include "fp8kit/half.h"
+#include "ops/moe/grouped_gemm_cuda.h"
+
+namespace fp8kit::ops {
+namespace {
+
+using cuda::swizzle_128b_offset;
+
+template <int kWG_, int kBT_>
+struct WgmmaTraits {
+  static constexpr int kWG = kWG_, kBT = kBT_;
+  static constexpr int kThreads = 128 * kWG, kRowsW = 64 * kWG, kBK = 128;
+  static constexpr int kWeightBytes = kRowsW * kBK, kTokenBytes = kBT * kBK;
+  static constexpr int kStageBytes = kWeightBytes + kTokenBytes;  // both multiples of 1024
+  static constexpr int kStages = kStageBytes <= 12 * 1024 ? 8 : (kStageBytes <= 24 * 1024 ? 6 : 5);
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
+  static constexpr int kFrag = kBT / 2;                            // f32 accumulators a thread
+  static_assert(kBT == 16 || kBT == 64 || kBT == 128, "wgmma N");
+  static_assert(kStageBytes % 1024 == 0 && kWeightBytes % 1024 == 0, "swizzled tiles need 1024-byte alignment");
+};
+
+constexpr int64_t kRasterGroup = 8;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void store_one(const GroupedGemmArgs& g, int64_t row, int64_t n, float v) {
+  const int64_t i = row * g.ldc + n;
+  switch (g.c_dtype) {
+    case DType::kBF16: static_cast<BFloat16*>(g.c)[i] = float_to_bf16(v); break;
+    case DType::kF16: static_cast<Float16*>(g.c)[i] = float_to_f16(v); break;
+    default: static_cast<float*>(g.c)[i] = v; break;
+  }
+}
+
+template <int kWG, int kBT, bool kBlock>
+__global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
+    grouped_gemm_sm90_wgmma_kernel(const GroupedGemmArgs g) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = WgmmaTraits<kWG, kBT>;
+  constexpr int kS = T::kStages, kBK = T::kBK, kFrag = T::kFrag;
+  extern __shared__ uint8_t smem_raw[];
+  // [stage]{weights kRowsW x 128 B, tokens kBT x 128 B}, swizzled, 1024-byte aligned.
+  uint8_t* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);
+  const uint32_t smem_base = smem_addr(smem);
+  __shared__ int64_t s_row[kBT];   // A row of each position, -1 for padding
+  __shared__ int64_t s_slot[kBT];  // output row of each position, -1 for padding
+  __shared__ float s_ascale[kBlock ? kS : 1][kBT];  // block: a_s[row, kb] of each stage's tile
+
+  const int tid = int(threadIdx.x), wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
+  const int lg = lane / 4, lt = lane % 4;
+  // Raster: groups of kRasterGroup token blocks walk all weight tiles together, so the CTAs in
+  // flight share a few token blocks (L2-resident) and read each weight tile from memory ~once.
+  const int64_t n_tiles = (g.n + T::kRowsW - 1) / T::kRowsW;
+  const int64_t group = int64_t(blockIdx.x) / (kRasterGroup * n_tiles), in_group = int64_t(blockIdx.x) % (kRasterGroup * n_tiles);
+  const int64_t group_rows = g.grid_m_blocks - group * kRasterGroup < kRasterGroup ? g.grid_m_blocks - group * kRasterGroup : kRasterGroup;
+  const int64_t token_block = group * kRasterGroup + in_group % group_rows;
+  const int64_t pos0 = token_block * kBT;
+  if (pos0 >= int64_t(*g.num_post_pad)) return;  // uniform over the CTA
+  const int32_t expert = g.expert_ids[token_block];  // block_m == kBT
+  const int64_t n0 = (in_group / group_rows) * T::kRowsW;
+  for (int r = tid; r < kBT; r += T::kThreads) {
+    const int64_t slot = g.sorted_ids[pos0 + r];
+    const bool valid = slot >= 0 && slot < g.num_slots;
+    s_slot[r] = valid ? slot : -1;
+    s_row[r] = valid ? slot / g.a_slots_per_row : -1;
+  }
+  __syncthreads();
+  if (expert < 0) {  // an expert of another rank: zero rows
+    for (int i = tid; i < kBT * T::kRowsW; i += T::kThreads) {
+      const int r = i / T::kRowsW;
+      const int64_t n = n0 + i % T::kRowsW;
+      if (s_slot[r] >= 0 && n < g.n) store_one(g, s_slot[r], n, 0.0f);
+    }
+    return;
+  }
+
+  const uint8_t* a_base = static_cast<const uint8_t*>(g.a);
+  const uint8_t* b_base = static_cast<const uint8_t*>(g.b) + int64_t(expert) * g.b_expert_stride;
+  const int num_k_tiles = int((g.k + kBK - 1) / kBK);
+  const int64_t kb_count = kBlock ? (g.k + g.block_k - 1) / g.block_k : 1;
+  const int64_t nb_count = kBlock ? (g.n + g.block_n - 1) / g.block_n : 1;
+  const int tiles_per_kb = kBlock ? int(g.block_k / kBK) : 1;  // block_k % 128 == 0 (host check)
+
+  // Load plan, fixed for the whole K loop: thread t copies the 16-byte chunk t % 8 of rows
+  // t / 8 + j * kRowStep of both tiles. kRowStep is a multiple of 8, so all of a thread's rows
+  // share one swizzle phase and their shared offsets differ by j * kRowStep * 128.
+  constexpr int kRowStep = T::kThreads / 8, kWRows = T::kRowsW / kRowStep, kTRows = kBT / kRowStep;
+  static_assert(kRowStep % 8 == 0 && kWRows * kRowStep == T::kRowsW && kTRows * kRowStep == kBT, "load plan");
+  const int chunk = tid % 8, row0 = tid / 8;
+  const uint32_t dst0 = swizzle_128b_offset(uint32_t(row0), uint32_t(16 * chunk));
+  const uint8_t* w_src[kWRows];
+  const uint8_t* t_src[kTRows];
+  uint32_t w_ok = 0, t_ok = 0;
+#pragma unroll
+  for (int j = 0; j < kWRows; ++j) {
+    const int64_t n = n0 + row0 + j * kRowStep;
+    w_src[j] = b_base + (n < g.n ? n : 0) * g.ldb + 16 * chunk;
+    w_ok |= n < g.n ? 1u << j : 0u;
+  }
+#pragma unroll
+  for (int j = 0; j < kTRows; ++j) {
+    const int64_t row = s_row[row0 + j * kRowStep];
+    t_src[j] = a_base + (row >= 0 ? row : 0) * g.lda + 16 * chunk;
+    t_ok |= row >= 0 ? 1u << j : 0u;
+  }
+  const float* as_src = nullptr;  // block: this thread's token row of a_s (threads < kBT)
+  if constexpr (kBlock) {
+    if (tid < kBT && s_row[tid] >= 0) as_src = g.a_scale + s_row[tid] * kb_count;
+  }
+
+  auto load_stage = [&](int kt, int stage) {
+    const uint32_t sw = smem_base + stage * T::kStageBytes + dst0, st = sw + T::kWeightBytes;
+    const int64_t k0 = int64_t(kt) * kBK;
+    const bool k_ok = k0 + 16 * chunk < g.k;  // k % 16 == 0: a chunk is all in or all out
+#pragma unroll
+    for (int j = 0; j < kWRows; ++j) {
+      const bool valid = k_ok && (w_ok >> j & 1u);
+      cp_async16(sw + j * kRowStep * 128, valid ? w_src[j] + k0 : b_base, valid);
+    }
+#pragma unroll
+    for (int j = 0; j < kTRows; ++j) {
+      const bool valid = k_ok && (t_ok >> j & 1u);
+      cp_async16(st + j * kRowStep * 128, valid ? t_src[j] + k0 : a_base, valid);
+    }
+    if constexpr (kBlock) {
+      if (tid < kBT) {
+        const int64_t kb = k0 / g.block_k;
+        cp_async4(smem_addr(&s_ascale[stage][tid]), as_src != nullptr ? as_src + kb : g.a_scale, as_src != nullptr);
+      }
+    }
+  };
+
+  float acc[kFrag], part[kFrag];
+#pragma unroll
+  for (int i = 0; i < kFrag; ++i) acc[i] = part[i] = 0.0f;
+  // This thread's two weight rows (wgmma M) within the CTA tile.
+  const int row_lo = wg * 64 + warp * 16 + lg, row_hi = row_lo + 8;
+
+#pragma unroll
+  for (int s = 0; s < kS - 1; ++s) {
+    if (s < num_k_tiles) load_stage(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < num_k_tiles; ++kt) {
+    cp_async_wait<kS - 2>();
+    cuda::fence_proxy_async_shared();  // this thread's copies of tile kt, visible to wgmma
+    __syncthreads();  // tile kt landed for every thread; every warpgroup is done with tile kt - 1's slot
+    if (kt + kS - 1 < num_k_tiles) load_stage(kt + kS - 1, (kt + kS - 1) % kS);
+    cp_async_commit();
+
+    const int stage = kt % kS;
+    const bool kb_start = kt % tiles_per_kb == 0;
+    const bool promote = !kBlock || (kt + 1) % tiles_per_kb == 0 || kt + 1 == num_k_tiles;
+    // Block scales of the weight rows, fetched while the tensor cores work.
+    float sb_lo = 1.0f, sb_hi = 1.0f;
+    if constexpr (kBlock) {
+      if (promote) {
+        const int64_t kb = int64_t(kt) * kBK / g.block_k;
+        const int64_t n_lo = n0 + row_lo, n_hi = n0 + row_hi;
+        const float* bs = g.b_scale + int64_t(expert) * nb_count * kb_count + kb;
+        sb_lo = n_lo < g.n ? __ldg(bs + (n_lo / g.block_n) * kb_count) : 0.0f;
+        sb_hi = n_hi < g.n ? __ldg(bs + (n_hi / g.block_n) * kb_count) : 0.0f;
+      }
+    }
+
+    const uint32_t sw = smem_base + stage * T::kStageBytes + wg * 64 * 128, st = smem_base + stage * T::kStageBytes + T::kWeightBytes;
+    cuda::wgmma_fence_operands(part);
+    cuda::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 32; ++ks) {
+      cuda::wgmma_e4m3<kBT>(part, cuda::wgmma_desc_sw128(sw + 32 * ks), cuda::wgmma_desc_sw128(st + 32 * ks),
+                            ks > 0 || (kBlock && !kb_start));
+    }
+    cuda::wgmma_commit();
+    cuda::wgmma_wait<0>();
+    cuda::wgmma_fence_operands(part);
+
+    if (promote) {
+      if constexpr (kBlock) {  // acc += (partial * a_s[row, kb]) * b_s[e, n / bn, kb]
+#pragma unroll
+        for (int j = 0; j < kBT / 8; ++j) {
+          const float sa0 = s_ascale[stage][8 * j + 2 * lt], sa1 = s_ascale[stage][8 * j + 2 * lt + 1];
+          acc[4 * j + 0] = __fadd_rn(acc[4 * j + 0], __fmul_rn(__fmul_rn(part[4 * j + 0], sa0), sb_lo));
+          acc[4 * j + 1] = __fadd_rn(acc[4 * j + 1], __fmul_rn(__fmul_rn(part[4 * j + 1], sa1), sb_lo));
+          acc[4 * j + 2] = __fadd_rn(acc[4 * j + 2], __fmul_rn(__fmul_rn(part[4 * j + 2], sa0), sb_hi));
+          acc[4 * j + 3] = __fadd_rn(acc[4 * j + 3], __fmul_rn(__fmul_rn(part[4 * j + 3], sa1), sb_hi));
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kFrag; ++i) acc[i] = __fadd_rn(acc[i], part[i]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // no copy outlives the CTA
+
+  const float a_scale = kBlock ? 1.0f : g.a_scale[0];
+  const float b_scale = kBlock ? 1.0f : g.b_scale[expert];
+  const int64_t n_of[2] = {n0 + row_lo, n0 + row_hi};
+#pragma unroll
+  for (int j = 0; j < kBT / 8; ++j) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int64_t slot = s_slot[8 * j + 2 * lt + c];
+      if (slot < 0) continue;
+      const float w = g.slot_weight != nullptr ? g.slot_weight[slot] : 1.0f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (n_of[h] >= g.n) continue;
+        float v = acc[4 * j + 2 * h + c];
+        if (g.slot_weight != nullptr) v = __fmul_rn(v, w);  // before the scales (spec 1.10)
+        if constexpr (!kBlock) v = __fmul_rn(__fmul_rn(v, a_scale), b_scale);
+        store_one(g, slot, n_of[h], v);
+      }
+    }
+  }
+#else
+  __trap();  // grouped_gemm_sm90_wgmma_rejects keeps other targets away
+#endif
+}
+
+template <int kWG, int kBT, bool kBlock>
+void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
+  using T = WgmmaTraits<kWG, kBT>;
+  auto kernel = grouped_gemm_sm90_wgmma_kernel<kWG, kBT, kBlock>;
+  // The attribute is per device; setting it again is harmless, so a racy flag is enough.
+  static std::atomic<uint64_t> configured{0};
+  int device = 0;
+  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? (uint64_t(1) << device) : 0;
+  if (bit == 0 || (configured.load() & bit) == 0) {
+    FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+    configured.fetch_or(bit);
+  }
+  const dim3 grid{unsigned(g.grid_m_blocks * ((g.n + T::kRowsW - 1) / T::kRowsW))};
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(g);
+  FP8KIT_CHECK_LAUNCH(stream, "grouped_gemm_sm90_wgmma_kernel");
+}
+
+template <int kWG, int kBT>
+void launch_scaling(const GroupedGemmArgs& g, cudaStream_t stream) {
+  if (g.block) {
+    launch<kWG, kBT, true>(g, stream);
+  } else {
+    launch<kWG, kBT, false>(g, stream);
+  }
+}
+
+}  // namespace
+
+std::string grouped_gemm_sm90_wgmma_rejects(const GroupedGemmArgs& g, int device) {
+  int major = 0, minor = 0;
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (major != 9 || minor != 0) return "wgmma needs sm_90 (built for sm_90a)";
+  if (g.quant != ExpertQuant::kFp8W8A8) return "not an FP8 W8A8 GEMM";
+  if (g.a_dtype != DType::kE4M3FN || g.b_dtype != DType::kE4M3FN) return "operands are not e4m3fn";
+  if (g.block_m != 16 && g.block_m != 64 && g.block_m != 128) return "block_m is not 16, 64 or 128";
+  if (g.k % 16 != 0 || g.lda % 16 != 0 || g.ldb % 16 != 0 || g.b_expert_stride % 16 != 0) {
+    return "K or a row stride is not a multiple of 16 bytes";
+  }
+  if (!aligned16(g.a) || !aligned16(g.b)) return "an operand is not 16-byte aligned";
+  if (g.block && (g.block_k % 128 != 0 || g.block_n <= 0)) return "block_k is not a multiple of 128";
+  const int64_t rows_per_cta = g.block_m == 16 ? 64 : 128;
+  if (g.grid_m_blocks * ((g.n + rows_per_cta - 1) / rows_per_cta) > 0x7fffffff) return "the grid is too large";
+  return {};
+}
+
+void grouped_gemm_sm90_wgmma(const GroupedGemmArgs& args, cudaStream_t stream) {
+  if (args.grid_m_blocks <= 0 || args.n <= 0) return;
+  switch (args.block_m) {
+    case 16: launch_scaling<1, 16>(args, stream); break;
+    case 64: launch_scaling<2, 64>(args, stream); break;
+    default: launch_scaling<2, 128>(args, stream); break;
+  }
+}
+
+}  // namespace fp8kit::ops
