@@ -217,6 +217,7 @@ Timing time_gemm1(const Model& model, const Weights& w, bool block, const Tensor
   g.num_post_pad = static_cast<const int32_t*>(align.num_tokens_post_padded.data_ptr());
   g.a = q.q.data_ptr(), g.a_dtype = q.q.dtype(), g.lda = q.q.stride(0);
   g.b = w.w1.data_ptr(), g.b_dtype = w.w1.dtype(), g.b_expert_stride = w.w1.stride(0), g.ldb = w.w1.stride(1);
+  g.num_experts = w.w1.size(0);
   g.quant = ops::ExpertQuant::kFp8W8A8;
   g.block = block, g.block_n = block ? 128 : 0, g.block_k = block ? 128 : 0;
   g.a_scale = static_cast<const float*>(q.scale.data_ptr());

@@ -181,7 +181,7 @@ std::vector<float> run_gpu(const GemmCase& c, const Problem& p, Kernel kern) {
   g.expert_ids = static_cast<const int32_t*>(align.expert_ids.data_ptr());
   g.num_post_pad = static_cast<const int32_t*>(align.num_tokens_post_padded.data_ptr());
   g.a = a.data_ptr(), g.lda = c.k;
-  g.b = b.data_ptr(), g.b_expert_stride = c.n * c.k, g.ldb = c.k;
+  g.b = b.data_ptr(), g.b_expert_stride = c.n * c.k, g.ldb = c.k, g.num_experts = p.experts_local;
   g.quant = ops::ExpertQuant::kFp8W8A8;
   g.block = c.block, g.block_n = c.block ? 128 : 0, g.block_k = c.block ? 128 : 0;
   g.a_scale = static_cast<const float*>(a_scale.data_ptr());

@@ -76,6 +76,7 @@ GroupedGemmArgs gemm_args(const FusedExpertsArgs& a, const Routing& r, const Ope
   g.b_dtype = w.dtype();
   g.b_expert_stride = w.stride(0);
   g.ldb = w.stride(1);
+  g.num_experts = w.size(0);
   g.quant = a.quant;
   g.block = a.block;
   g.block_n = a.block_n;

@@ -32,6 +32,7 @@ struct GroupedGemmArgs {
   const void* b = nullptr;  // [E, n, k] of b_dtype, b + e * b_expert_stride + row * ldb (elements)
   DType b_dtype = DType::kE4M3FN;
   int64_t b_expert_stride = 0, ldb = 0;
+  int64_t num_experts = 0;  // E (the local experts b holds)
 
   ExpertQuant quant = ExpertQuant::kFp8W8A8;
   bool block = false;  // block scales (kFp8W8A8: activation 1 x block_k and weight block_n x block_k)

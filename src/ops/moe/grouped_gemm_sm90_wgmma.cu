@@ -1,22 +1,27 @@
 // grouped_gemm_sm90_wgmma: the fused MoE's grouped FP8 GEMM (vLLM's Triton fused_moe_kernel, spec
 // 1.10) on Hopper's warpgroup MMA (wgmma.mma_async m64nNk32 e4m3, sm_90a only).
 // Reference: expert_gemm_ref (fused_experts_gemm_ref.cpp), same K-block promotion and epilogue
-// order as grouped_gemm_sm90_e4m3.cu; only the f32 summation order inside a 128-wide K tile differs.
-// Tests: tests/gpu/test_fused_experts_cuda.cpp; bench: bench/bench_moe.cpp.
+// order as grouped_gemm_sm90_e4m3.cu; the products of one 128-wide K tile are summed by the
+// tensor cores with fewer bits than f32 (tests/gpu/test_grouped_gemm_cuda.cpp bounds and measures it).
+// Tests: tests/gpu/test_grouped_gemm_cuda.cpp, tests/gpu/test_fused_experts_cuda.cpp; bench:
+// bench/bench_moe.cpp (the layer and GEMM1 alone).
 // Floor: decode, the touched experts' weight bytes over ~4.3 TB/s; prefill, 2 * slots * n * k
 // FLOP over the dense FP8 wgmma rate (~1,500 TFLOP/s measured by cuBLASLt on the H200).
 //
 // Orientation ("swap AB"): the expert's weight rows are wgmma's M (64 per warpgroup) and the
 // tokens of one moe_align block are its N (kBT = block_m = 16, 64 or 128), so a decode block of a
-// few tokens wastes no weight bandwidth and little tensor-core time. CTA = kWG warpgroups =
-// 64 * kWG weight rows x kBT sorted positions (one expert).
+// few tokens wastes no weight bandwidth and little tensor-core time. CTA = kWG consumer
+// warpgroups (64 * kWG weight rows x kBT sorted positions of one expert) + one producer warpgroup.
 //
-// K goes through shared memory in 128-byte tiles (128 e4m3 values), kStages deep, by cp.async
-// (16 B, zero-filled past K, for padding positions and past N), written in the 128-byte swizzle
-// wgmma reads (core/cuda/wgmma.cuh). Every tile's product is accumulated by wgmma into a fresh
-// f32 fragment and promoted into the f32 result in registers (DeepGEMM's scheme: the tensor core
-// keeps fewer bits while it accumulates FP8 products; the promotion also carries block scales).
-// All threads load; one __syncthreads per tile hands a slot from the loads to the MMAs and back.
+// K goes through shared memory in 128-byte tiles (128 e4m3 values), kStages deep, in the
+// 128-byte swizzle wgmma reads (core/cuda/wgmma.cuh). The producer warpgroup loads each stage: the
+// weight tile by one TMA load (3-D map [E, n, k], zero past n and k), the gathered token rows by
+// cp.async (16 B, zero-filled for padding positions and past k); the stage's "full" mbarrier
+// completes when both have landed. Each consumer warpgroup waits on it, multiplies the tile into a
+// fresh f32 fragment, promotes it into its f32 result (DeepGEMM's scheme: the tensor cores keep
+// fewer bits while they add FP8 products; the promotion also carries block scales) and arrives on
+// the stage's "empty" mbarrier, which the producer waits on before it refills the stage. No
+// __syncthreads in the K loop: the warpgroups and the producer run decoupled.
 //
 // Epilogue (the reference's order, every step an explicit f32 rounding):
 //   per-tensor: acc (f32, sum of tiles); acc *= w[slot] if routed; acc = (acc * a_scale) * b_scale[e]
@@ -28,7 +33,9 @@
 #include <cstdint>
 #include <string>
 
+#include "core/cuda/async_copy.cuh"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/tensor_map.h"
 #include "core/cuda/wgmma.cuh"
 #include "fp8kit/half.h"
 #include "ops/moe/grouped_gemm_cuda.h"
@@ -41,7 +48,8 @@ using cuda::swizzle_128b_offset;
 template <int kWG_, int kBT_>
 struct WgmmaTraits {
   static constexpr int kWG = kWG_, kBT = kBT_;
-  static constexpr int kThreads = 128 * kWG, kRowsW = 64 * kWG, kBK = 128;
+  static constexpr int kConsumers = 128 * kWG, kThreads = kConsumers + 128;  // + the producer warpgroup
+  static constexpr int kRowsW = 64 * kWG, kBK = 128;
   static constexpr int kWeightBytes = kRowsW * kBK, kTokenBytes = kBT * kBK;
   static constexpr int kStageBytes = kWeightBytes + kTokenBytes;  // both multiples of 1024
   static constexpr int kStages = kStageBytes <= 12 * 1024 ? 8 : (kStageBytes <= 24 * 1024 ? 6 : 5);
@@ -53,19 +61,7 @@ struct WgmmaTraits {
 
 constexpr int64_t kRasterGroup = 8;
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
+using cuda::smem_u32;
 
 __device__ __forceinline__ void store_one(const GroupedGemmArgs& g, int64_t row, int64_t n, float v) {
   const int64_t i = row * g.ldc + n;
@@ -78,20 +74,20 @@ __device__ __forceinline__ void store_one(const GroupedGemmArgs& g, int64_t row,
 
 template <int kWG, int kBT, bool kBlock>
 __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
-    grouped_gemm_sm90_wgmma_kernel(const GroupedGemmArgs g) {
+    grouped_gemm_sm90_wgmma_kernel(const GroupedGemmArgs g, const __grid_constant__ CUtensorMap w_map) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = WgmmaTraits<kWG, kBT>;
   constexpr int kS = T::kStages, kBK = T::kBK, kFrag = T::kFrag;
   extern __shared__ uint8_t smem_raw[];
   // [stage]{weights kRowsW x 128 B, tokens kBT x 128 B}, swizzled, 1024-byte aligned.
-  uint8_t* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);
-  const uint32_t smem_base = smem_addr(smem);
+  uint8_t* smem = smem_raw + ((1024 - smem_u32(smem_raw) % 1024) % 1024);
+  const uint32_t smem_base = smem_u32(smem);
   __shared__ int64_t s_row[kBT];   // A row of each position, -1 for padding
   __shared__ int64_t s_slot[kBT];  // output row of each position, -1 for padding
   __shared__ float s_ascale[kBlock ? kS : 1][kBT];  // block: a_s[row, kb] of each stage's tile
+  __shared__ alignas(8) uint64_t s_full[kS], s_empty[kS];
 
-  const int tid = int(threadIdx.x), wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
-  const int lg = lane / 4, lt = lane % 4;
+  const int tid = int(threadIdx.x), lane = tid % 32;
   // Raster: groups of kRasterGroup token blocks walk all weight tiles together, so the CTAs in
   // flight share a few token blocks (L2-resident) and read each weight tile from memory ~once.
   const int64_t n_tiles = (g.n + T::kRowsW - 1) / T::kRowsW;
@@ -108,6 +104,12 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
     s_slot[r] = valid ? slot : -1;
     s_row[r] = valid ? slot / g.a_slots_per_row : -1;
   }
+  if (tid == 0) {
+    for (int s = 0; s < kS; ++s) {
+      cuda::mbarrier_init(smem_u32(&s_full[s]), 129);  // the producer's TMA arrival + 128 cp.async arrivals
+      cuda::mbarrier_init(smem_u32(&s_empty[s]), T::kConsumers);
+    }
+  }
   __syncthreads();
   if (expert < 0) {  // an expert of another rank: zero rows
     for (int i = tid; i < kBT * T::kRowsW; i += T::kThreads) {
@@ -118,84 +120,72 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
     return;
   }
 
-  const uint8_t* a_base = static_cast<const uint8_t*>(g.a);
-  const uint8_t* b_base = static_cast<const uint8_t*>(g.b) + int64_t(expert) * g.b_expert_stride;
   const int num_k_tiles = int((g.k + kBK - 1) / kBK);
   const int64_t kb_count = kBlock ? (g.k + g.block_k - 1) / g.block_k : 1;
   const int64_t nb_count = kBlock ? (g.n + g.block_n - 1) / g.block_n : 1;
   const int tiles_per_kb = kBlock ? int(g.block_k / kBK) : 1;  // block_k % 128 == 0 (host check)
 
-  // Load plan, fixed for the whole K loop: thread t copies the 16-byte chunk t % 8 of rows
-  // t / 8 + j * kRowStep of both tiles. kRowStep is a multiple of 8, so all of a thread's rows
-  // share one swizzle phase and their shared offsets differ by j * kRowStep * 128.
-  constexpr int kRowStep = T::kThreads / 8, kWRows = T::kRowsW / kRowStep, kTRows = kBT / kRowStep;
-  static_assert(kRowStep % 8 == 0 && kWRows * kRowStep == T::kRowsW && kTRows * kRowStep == kBT, "load plan");
-  const int chunk = tid % 8, row0 = tid / 8;
-  const uint32_t dst0 = swizzle_128b_offset(uint32_t(row0), uint32_t(16 * chunk));
-  const uint8_t* w_src[kWRows];
-  const uint8_t* t_src[kTRows];
-  uint32_t w_ok = 0, t_ok = 0;
+  if (tid >= T::kConsumers) {
+    // Producer warpgroup. Thread p copies the 16-byte chunk p % 8 of token rows p / 8 + 16 j;
+    // its source pointers and shared offsets are fixed for the whole K loop.
+    constexpr int kRows = kBT / 16;
+    const int p = tid - T::kConsumers, chunk = p % 8;
+    const uint8_t* a_base = static_cast<const uint8_t*>(g.a);
+    const uint8_t* t_src[kRows];
+    uint32_t t_ok = 0;
 #pragma unroll
-  for (int j = 0; j < kWRows; ++j) {
-    const int64_t n = n0 + row0 + j * kRowStep;
-    w_src[j] = b_base + (n < g.n ? n : 0) * g.ldb + 16 * chunk;
-    w_ok |= n < g.n ? 1u << j : 0u;
-  }
-#pragma unroll
-  for (int j = 0; j < kTRows; ++j) {
-    const int64_t row = s_row[row0 + j * kRowStep];
-    t_src[j] = a_base + (row >= 0 ? row : 0) * g.lda + 16 * chunk;
-    t_ok |= row >= 0 ? 1u << j : 0u;
-  }
-  const float* as_src = nullptr;  // block: this thread's token row of a_s (threads < kBT)
-  if constexpr (kBlock) {
-    if (tid < kBT && s_row[tid] >= 0) as_src = g.a_scale + s_row[tid] * kb_count;
-  }
-
-  auto load_stage = [&](int kt, int stage) {
-    const uint32_t sw = smem_base + stage * T::kStageBytes + dst0, st = sw + T::kWeightBytes;
-    const int64_t k0 = int64_t(kt) * kBK;
-    const bool k_ok = k0 + 16 * chunk < g.k;  // k % 16 == 0: a chunk is all in or all out
-#pragma unroll
-    for (int j = 0; j < kWRows; ++j) {
-      const bool valid = k_ok && (w_ok >> j & 1u);
-      cp_async16(sw + j * kRowStep * 128, valid ? w_src[j] + k0 : b_base, valid);
+    for (int j = 0; j < kRows; ++j) {
+      const int64_t row = s_row[p / 8 + 16 * j];
+      t_src[j] = a_base + (row >= 0 ? row : 0) * g.lda + 16 * chunk;
+      t_ok |= row >= 0 ? 1u << j : 0u;
     }
-#pragma unroll
-    for (int j = 0; j < kTRows; ++j) {
-      const bool valid = k_ok && (t_ok >> j & 1u);
-      cp_async16(st + j * kRowStep * 128, valid ? t_src[j] + k0 : a_base, valid);
-    }
+    // 16 rows apart keeps the swizzle phase: row r's offset is that of row p / 8 plus 2048 j.
+    const uint32_t dst0 = swizzle_128b_offset(uint32_t(p / 8), uint32_t(16 * chunk));
+    const float* as_src = nullptr;  // block: the a_s row of token row p (p < kBT)
     if constexpr (kBlock) {
-      if (tid < kBT) {
-        const int64_t kb = k0 / g.block_k;
-        cp_async4(smem_addr(&s_ascale[stage][tid]), as_src != nullptr ? as_src + kb : g.a_scale, as_src != nullptr);
-      }
+      if (p < kBT && s_row[p] >= 0) as_src = g.a_scale + s_row[p] * kb_count;
     }
-  };
+    for (int kt = 0; kt < num_k_tiles; ++kt) {
+      const int stage = kt % kS;
+      if (kt >= kS) cuda::mbarrier_wait(smem_u32(&s_empty[stage]), uint32_t((kt / kS - 1) & 1));
+      const uint32_t full = smem_u32(&s_full[stage]);
+      const uint32_t sw = smem_base + stage * T::kStageBytes, st = sw + T::kWeightBytes + dst0;
+      const int64_t k0 = int64_t(kt) * kBK;
+      if (p == 0) {
+        cuda::mbarrier_arrive_expect_tx(full, T::kWeightBytes);
+        cuda::tma_load_3d(sw, &w_map, int32_t(k0), int32_t(n0), expert, full);
+      }
+      const bool k_ok = k0 + 16 * chunk < g.k;  // k % 16 == 0: a chunk is all in or all out
+#pragma unroll
+      for (int j = 0; j < kRows; ++j) {
+        const bool valid = k_ok && (t_ok >> j & 1u);
+        cuda::cp_async16(st + 2048 * j, valid ? t_src[j] + k0 : a_base, valid);
+      }
+      if constexpr (kBlock) {
+        if (p < kBT) {
+          const int64_t kb = k0 / g.block_k;
+          cuda::cp_async4(smem_u32(&s_ascale[stage][p]), as_src != nullptr ? as_src + kb : g.a_scale, as_src != nullptr);
+        }
+      }
+      cuda::cp_async_mbarrier_arrive(full);
+    }
+    cuda::cp_async_wait_all();  // no copy outlives the warpgroup
+    return;
+  }
 
+  // Consumer warpgroups.
+  const int wg = tid / 128, warp = (tid / 32) % 4, lg = lane / 4, lt = lane % 4;
   float acc[kFrag], part[kFrag];
 #pragma unroll
   for (int i = 0; i < kFrag; ++i) acc[i] = part[i] = 0.0f;
   // This thread's two weight rows (wgmma M) within the CTA tile.
   const int row_lo = wg * 64 + warp * 16 + lg, row_hi = row_lo + 8;
 
-#pragma unroll
-  for (int s = 0; s < kS - 1; ++s) {
-    if (s < num_k_tiles) load_stage(s, s);
-    cp_async_commit();
-  }
   for (int kt = 0; kt < num_k_tiles; ++kt) {
-    cp_async_wait<kS - 2>();
-    cuda::fence_proxy_async_shared();  // this thread's copies of tile kt, visible to wgmma
-    __syncthreads();  // tile kt landed for every thread; every warpgroup is done with tile kt - 1's slot
-    if (kt + kS - 1 < num_k_tiles) load_stage(kt + kS - 1, (kt + kS - 1) % kS);
-    cp_async_commit();
-
     const int stage = kt % kS;
     const bool kb_start = kt % tiles_per_kb == 0;
     const bool promote = !kBlock || (kt + 1) % tiles_per_kb == 0 || kt + 1 == num_k_tiles;
-    // Block scales of the weight rows, fetched while the tensor cores work.
+    // Block scales of the weight rows, fetched before the wait.
     float sb_lo = 1.0f, sb_hi = 1.0f;
     if constexpr (kBlock) {
       if (promote) {
@@ -206,6 +196,8 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
         sb_hi = n_hi < g.n ? __ldg(bs + (n_hi / g.block_n) * kb_count) : 0.0f;
       }
     }
+    cuda::mbarrier_wait(smem_u32(&s_full[stage]), uint32_t((kt / kS) & 1));
+    cuda::fence_proxy_async_shared();  // the producer's cp.async writes, visible to wgmma
 
     const uint32_t sw = smem_base + stage * T::kStageBytes + wg * 64 * 128, st = smem_base + stage * T::kStageBytes + T::kWeightBytes;
     cuda::wgmma_fence_operands(part);
@@ -234,8 +226,8 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
         for (int i = 0; i < kFrag; ++i) acc[i] = __fadd_rn(acc[i], part[i]);
       }
     }
+    cuda::mbarrier_arrive(smem_u32(&s_empty[stage]));  // this thread is done with the stage
   }
-  cp_async_wait<0>();  // no copy outlives the CTA
 
   const float a_scale = kBlock ? 1.0f : g.a_scale[0];
   const float b_scale = kBlock ? 1.0f : g.b_scale[expert];
@@ -275,8 +267,11 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
     FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
     configured.fetch_or(bit);
   }
+  // The experts' weights [E, n, k] as bytes, read in kRowsW x 128 boxes.
+  const CUtensorMap w_map = cuda::make_tensor_map_3d_u8_sw128(g.b, uint64_t(g.k), uint64_t(g.n), uint64_t(g.num_experts),
+                                                              uint64_t(g.ldb), uint64_t(g.b_expert_stride), T::kBK, T::kRowsW);
   const dim3 grid{unsigned(g.grid_m_blocks * ((g.n + T::kRowsW - 1) / T::kRowsW))};
-  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(g);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(g, w_map);
   FP8KIT_CHECK_LAUNCH(stream, "grouped_gemm_sm90_wgmma_kernel");
 }
 
@@ -304,6 +299,10 @@ std::string grouped_gemm_sm90_wgmma_rejects(const GroupedGemmArgs& g, int device
     return "K or a row stride is not a multiple of 16 bytes";
   }
   if (!aligned16(g.a) || !aligned16(g.b)) return "an operand is not 16-byte aligned";
+  if (g.num_experts <= 0 || g.num_experts > 0x7fffffff || g.k > 0x7fffffff || g.n > 0x7fffffff) {
+    return "no expert count, or a dimension past the TMA coordinate range";
+  }
+  if (g.num_experts > 1 && g.b_expert_stride < g.n * g.ldb) return "experts' weights overlap";
   if (g.block && (g.block_k % 128 != 0 || g.block_n <= 0)) return "block_k is not a multiple of 128";
   const int64_t rows_per_cta = g.block_m == 16 ? 64 : 128;
   if (g.grid_m_blocks * ((g.n + rows_per_cta - 1) / rows_per_cta) > 0x7fffffff) return "the grid is too large";
