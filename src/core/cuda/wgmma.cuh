@@ -52,6 +52,17 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// Warpgroup register budgets (setmaxnreg): a producer warpgroup gives registers up, consumer
+// warpgroups take them; the counts of a CTA must add up to what it was launched with.
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  FP8KIT_WGMMA_ASM("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  FP8KIT_WGMMA_ASM("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
 #define FP8KIT_WGMMA_D8(i) \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 

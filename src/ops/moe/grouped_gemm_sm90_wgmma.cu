@@ -21,11 +21,17 @@
 // fresh f32 fragment, promotes it into its f32 result (DeepGEMM's scheme: the tensor cores keep
 // fewer bits while they add FP8 products; the promotion also carries block scales) and arrives on
 // the stage's "empty" mbarrier, which the producer waits on before it refills the stage. No
-// __syncthreads in the K loop: the warpgroups and the producer run decoupled.
+// __syncthreads in the K loop: the warpgroups and the producer run decoupled, and each consumer
+// keeps the next tile's product in flight while it promotes the last (two fragments; 128-token
+// tiles have registers for one). With block scales and two consumer warpgroups the producer gives
+// its registers to them (setmaxnreg 40 / 232); measured on the H200, that made block-scaled tiles
+// faster and per-tensor 128-token tiles 15% slower, so per-tensor keeps the even split.
 //
 // Epilogue (the reference's order, every step an explicit f32 rounding):
 //   per-tensor: acc (f32, sum of tiles); acc *= w[slot] if routed; acc = (acc * a_scale) * b_scale[e]
-//   block:      acc += (partial_kb * a_s[row, kb]) * b_s[e, n / bn, kb] per K block; acc *= w[slot]
+//   block:      acc += (partial_kt * a_s[row, kb]) * b_s[e, n / bn, kb] per 128-wide K tile kt of K
+//               block kb (the reference's per-block order for 128-wide blocks; a wider block is
+//               promoted tile by tile with its scales); acc *= w[slot]
 // then rounded to the output dtype and stored at row `slot`. Expert -1 stores zeros.
 #include <cuda_runtime.h>
 
@@ -45,14 +51,18 @@ namespace {
 
 using cuda::swizzle_128b_offset;
 
-template <int kWG_, int kBT_>
+template <int kWG_, int kBT_, bool kBlock_>
 struct WgmmaTraits {
   static constexpr int kWG = kWG_, kBT = kBT_;
   static constexpr int kConsumers = 128 * kWG, kThreads = kConsumers + 128;  // + the producer warpgroup
   static constexpr int kRowsW = 64 * kWG, kBK = 128;
   static constexpr int kWeightBytes = kRowsW * kBK, kTokenBytes = kBT * kBK;
   static constexpr int kStageBytes = kWeightBytes + kTokenBytes;  // both multiples of 1024
-  static constexpr int kStages = kStageBytes <= 12 * 1024 ? 8 : (kStageBytes <= 24 * 1024 ? 6 : 5);
+  // Decode tiles (10 KB): 8 stages, two CTAs a multiprocessor. Larger tiles: 5-6 stages
+  // (per-tensor), up to 192 KB (block scales, measured faster with the deeper pipeline).
+  static constexpr int kStages = kStageBytes <= 12 * 1024 ? 8
+                                 : kBlock_                 ? (192 * 1024 / kStageBytes < 8 ? 192 * 1024 / kStageBytes : 8)
+                                                           : (kStageBytes <= 24 * 1024 ? 6 : 5);
   static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
   static constexpr int kFrag = kBT / 2;                            // f32 accumulators a thread
   static_assert(kBT == 16 || kBT == 64 || kBT == 128, "wgmma N");
@@ -73,10 +83,10 @@ __device__ __forceinline__ void store_one(const GroupedGemmArgs& g, int64_t row,
 }
 
 template <int kWG, int kBT, bool kBlock>
-__global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
+__global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     grouped_gemm_sm90_wgmma_kernel(const GroupedGemmArgs g, const __grid_constant__ CUtensorMap w_map) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = WgmmaTraits<kWG, kBT>;
+  using T = WgmmaTraits<kWG, kBT, kBlock>;
   constexpr int kS = T::kStages, kBK = T::kBK, kFrag = T::kFrag;
   extern __shared__ uint8_t smem_raw[];
   // [stage]{weights kRowsW x 128 B, tokens kBT x 128 B}, swizzled, 1024-byte aligned.
@@ -123,11 +133,11 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
   const int num_k_tiles = int((g.k + kBK - 1) / kBK);
   const int64_t kb_count = kBlock ? (g.k + g.block_k - 1) / g.block_k : 1;
   const int64_t nb_count = kBlock ? (g.n + g.block_n - 1) / g.block_n : 1;
-  const int tiles_per_kb = kBlock ? int(g.block_k / kBK) : 1;  // block_k % 128 == 0 (host check)
 
   if (tid >= T::kConsumers) {
-    // Producer warpgroup. Thread p copies the 16-byte chunk p % 8 of token rows p / 8 + 16 j;
-    // its source pointers and shared offsets are fixed for the whole K loop.
+    if constexpr (kWG == 2 && kBlock) cuda::setmaxnreg_dec<40>();  // the consumers take the registers
+    // Producer warpgroup. Thread p copies the 16-byte chunk p % 8 of token rows p / 8 + 16 j; its
+    // source pointers and shared offsets are fixed for the whole K loop.
     constexpr int kRows = kBT / 16;
     const int p = tid - T::kConsumers, chunk = p % 8;
     const uint8_t* a_base = static_cast<const uint8_t*>(g.a);
@@ -139,7 +149,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
       t_src[j] = a_base + (row >= 0 ? row : 0) * g.lda + 16 * chunk;
       t_ok |= row >= 0 ? 1u << j : 0u;
     }
-    // 16 rows apart keeps the swizzle phase: row r's offset is that of row p / 8 plus 2048 j.
+    // 16 rows apart keeps the swizzle phase: row p / 8 + 16 j lies 2048 j bytes after row p / 8.
     const uint32_t dst0 = swizzle_128b_offset(uint32_t(p / 8), uint32_t(16 * chunk));
     const float* as_src = nullptr;  // block: the a_s row of token row p (p < kBT)
     if constexpr (kBlock) {
@@ -173,60 +183,101 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
     return;
   }
 
-  // Consumer warpgroups.
+  // Consumer warpgroups: two f32 fragments take turns, so that the tensor cores multiply tile
+  // kt while tile kt - 1 is promoted (wgmma.wait_group 1).
+  if constexpr (kWG == 2 && kBlock) cuda::setmaxnreg_inc<232>();
   const int wg = tid / 128, warp = (tid / 32) % 4, lg = lane / 4, lt = lane % 4;
-  float acc[kFrag], part[kFrag];
+  float acc[kFrag], part0[kFrag], part1[kFrag];
 #pragma unroll
-  for (int i = 0; i < kFrag; ++i) acc[i] = part[i] = 0.0f;
+  for (int i = 0; i < kFrag; ++i) acc[i] = part0[i] = part1[i] = 0.0f;  // part1 unused by block x 128
   // This thread's two weight rows (wgmma M) within the CTA tile.
   const int row_lo = wg * 64 + warp * 16 + lg, row_hi = row_lo + 8;
-
-  for (int kt = 0; kt < num_k_tiles; ++kt) {
-    const int stage = kt % kS;
-    const bool kb_start = kt % tiles_per_kb == 0;
-    const bool promote = !kBlock || (kt + 1) % tiles_per_kb == 0 || kt + 1 == num_k_tiles;
-    // Block scales of the weight rows, fetched before the wait.
-    float sb_lo = 1.0f, sb_hi = 1.0f;
+  struct RowScales {
+    float lo = 1.0f, hi = 1.0f;
+  };
+  // Block: b_s[e, n / bn, kb] of this thread's rows for tile kt.
+  auto row_scales = [&](int kt) {
+    RowScales r;
     if constexpr (kBlock) {
-      if (promote) {
-        const int64_t kb = int64_t(kt) * kBK / g.block_k;
-        const int64_t n_lo = n0 + row_lo, n_hi = n0 + row_hi;
-        const float* bs = g.b_scale + int64_t(expert) * nb_count * kb_count + kb;
-        sb_lo = n_lo < g.n ? __ldg(bs + (n_lo / g.block_n) * kb_count) : 0.0f;
-        sb_hi = n_hi < g.n ? __ldg(bs + (n_hi / g.block_n) * kb_count) : 0.0f;
-      }
+      const int64_t kb = int64_t(kt) * kBK / g.block_k;
+      const int64_t n_lo = n0 + row_lo, n_hi = n0 + row_hi;
+      const float* bs = g.b_scale + int64_t(expert) * nb_count * kb_count + kb;
+      r.lo = n_lo < g.n ? __ldg(bs + (n_lo / g.block_n) * kb_count) : 0.0f;
+      r.hi = n_hi < g.n ? __ldg(bs + (n_hi / g.block_n) * kb_count) : 0.0f;
     }
+    return r;
+  };
+  // Waits for tile kt and queues its product into `part` (fresh: every tile is promoted).
+  auto issue = [&](float (&part)[kFrag], int kt) {
+    const int stage = kt % kS;
     cuda::mbarrier_wait(smem_u32(&s_full[stage]), uint32_t((kt / kS) & 1));
     cuda::fence_proxy_async_shared();  // the producer's cp.async writes, visible to wgmma
-
-    const uint32_t sw = smem_base + stage * T::kStageBytes + wg * 64 * 128, st = smem_base + stage * T::kStageBytes + T::kWeightBytes;
+    const uint32_t base = smem_base + stage * T::kStageBytes;
+    const uint32_t sw = base + wg * 64 * 128, st = base + T::kWeightBytes;
     cuda::wgmma_fence_operands(part);
     cuda::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kBK / 32; ++ks) {
-      cuda::wgmma_e4m3<kBT>(part, cuda::wgmma_desc_sw128(sw + 32 * ks), cuda::wgmma_desc_sw128(st + 32 * ks),
-                            ks > 0 || (kBlock && !kb_start));
+      cuda::wgmma_e4m3<kBT>(part, cuda::wgmma_desc_sw128(sw + 32 * ks), cuda::wgmma_desc_sw128(st + 32 * ks), ks > 0);
     }
     cuda::wgmma_commit();
-    cuda::wgmma_wait<0>();
+  };
+  // Tile kt's product is complete: acc += part (block: acc += (part * a_s[row, kb]) * b_s[e, n / bn, kb]),
+  // then the stage goes back to the producer.
+  auto retire = [&](float (&part)[kFrag], int kt, RowScales sb) {
+    const int stage = kt % kS;
     cuda::wgmma_fence_operands(part);
-
-    if (promote) {
-      if constexpr (kBlock) {  // acc += (partial * a_s[row, kb]) * b_s[e, n / bn, kb]
+    if constexpr (kBlock) {
 #pragma unroll
-        for (int j = 0; j < kBT / 8; ++j) {
-          const float sa0 = s_ascale[stage][8 * j + 2 * lt], sa1 = s_ascale[stage][8 * j + 2 * lt + 1];
-          acc[4 * j + 0] = __fadd_rn(acc[4 * j + 0], __fmul_rn(__fmul_rn(part[4 * j + 0], sa0), sb_lo));
-          acc[4 * j + 1] = __fadd_rn(acc[4 * j + 1], __fmul_rn(__fmul_rn(part[4 * j + 1], sa1), sb_lo));
-          acc[4 * j + 2] = __fadd_rn(acc[4 * j + 2], __fmul_rn(__fmul_rn(part[4 * j + 2], sa0), sb_hi));
-          acc[4 * j + 3] = __fadd_rn(acc[4 * j + 3], __fmul_rn(__fmul_rn(part[4 * j + 3], sa1), sb_hi));
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < kFrag; ++i) acc[i] = __fadd_rn(acc[i], part[i]);
+      for (int j = 0; j < kBT / 8; ++j) {
+        const float sa0 = s_ascale[stage][8 * j + 2 * lt], sa1 = s_ascale[stage][8 * j + 2 * lt + 1];
+        acc[4 * j + 0] = __fadd_rn(acc[4 * j + 0], __fmul_rn(__fmul_rn(part[4 * j + 0], sa0), sb.lo));
+        acc[4 * j + 1] = __fadd_rn(acc[4 * j + 1], __fmul_rn(__fmul_rn(part[4 * j + 1], sa1), sb.lo));
+        acc[4 * j + 2] = __fadd_rn(acc[4 * j + 2], __fmul_rn(__fmul_rn(part[4 * j + 2], sa0), sb.hi));
+        acc[4 * j + 3] = __fadd_rn(acc[4 * j + 3], __fmul_rn(__fmul_rn(part[4 * j + 3], sa1), sb.hi));
       }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kFrag; ++i) acc[i] = __fadd_rn(acc[i], part[i]);
     }
     cuda::mbarrier_arrive(smem_u32(&s_empty[stage]));  // this thread is done with the stage
+  };
+
+  // 128 tokens leave no registers for a second fragment: one tile at a time. Otherwise tiles go
+  // in pairs, so that each fragment has one fixed role per step (ptxas then
+  // keeps the wgmmas asynchronous).
+  if constexpr (kBT == 128) {
+    for (int kt = 0; kt < num_k_tiles; ++kt) {
+      const RowScales sb = row_scales(kt);
+      issue(part0, kt);
+      cuda::wgmma_wait<0>();
+      retire(part0, kt, sb);
+    }
+  } else {
+    RowScales sb0 = row_scales(0), sb1;
+    issue(part0, 0);
+    int kt = 1;
+    for (; kt + 1 < num_k_tiles; kt += 2) {
+      sb1 = row_scales(kt);
+      issue(part1, kt);
+      cuda::wgmma_wait<1>();  // tile kt - 1 is done
+      retire(part0, kt - 1, sb0);
+      sb0 = row_scales(kt + 1);
+      issue(part0, kt + 1);
+      cuda::wgmma_wait<1>();  // tile kt is done
+      retire(part1, kt, sb1);
+    }
+    if (kt < num_k_tiles) {  // an even tile count: one more, into part1
+      sb1 = row_scales(kt);
+      issue(part1, kt);
+      cuda::wgmma_wait<1>();
+      retire(part0, kt - 1, sb0);
+      cuda::wgmma_wait<0>();
+      retire(part1, kt, sb1);
+    } else {
+      cuda::wgmma_wait<0>();
+      retire(part0, kt - 1, sb0);
+    }
   }
 
   const float a_scale = kBlock ? 1.0f : g.a_scale[0];
@@ -256,7 +307,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT>::kThreads, 1)
 
 template <int kWG, int kBT, bool kBlock>
 void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
-  using T = WgmmaTraits<kWG, kBT>;
+  using T = WgmmaTraits<kWG, kBT, kBlock>;
   auto kernel = grouped_gemm_sm90_wgmma_kernel<kWG, kBT, kBlock>;
   // The attribute is per device; setting it again is harmless, so a racy flag is enough.
   static std::atomic<uint64_t> configured{0};
