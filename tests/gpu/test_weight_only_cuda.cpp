@@ -1,6 +1,9 @@
 // weight_only_mm on the GPU against the CPU reference: every weight scaling, both activation
-// dtypes, bias, ragged shapes, poisoned outputs; the generic kernel and the decode kernel.
+// dtypes, bias, ragged shapes, poisoned outputs; the tensor-core kernel (M <= 64, the default),
+// and with FP8KIT_WEIGHT_ONLY_GEMM=cuda_core the CUDA-core decode (M <= 8) and generic kernels.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include "cpu/gemm_test_util.h"
 #include "fp8kit/ops/gemm.h"
@@ -10,7 +13,7 @@ namespace {
 
 using namespace gemm_test;
 
-TEST(WeightOnlyCuda, MatchesTheReference) {
+void check_against_reference(const char* kernels) {
   std::mt19937 rng(31);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const Device gpu = Device::cuda(0);
@@ -18,7 +21,9 @@ TEST(WeightOnlyCuda, MatchesTheReference) {
     for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
              {1, 256, 512}, {7, 129, 300}, {64, 384, 1024},
              // decode kernel (M <= 8, K % 16 == 0): ragged N, K tails of its 2048-wide steps
-             {1, 4096, 4096}, {2, 200, 2064}, {3, 33, 16}, {5, 1000, 1536}, {8, 129, 4112}}) {
+             {1, 4096, 4096}, {2, 200, 2064}, {3, 33, 16}, {5, 1000, 1536}, {8, 129, 4112},
+             // tensor-core kernel: 2, 4 and 8 token tiles, K slices of uneven length, N tails
+             {16, 256, 640}, {33, 130, 2048}, {20, 64, 128}}) {
       Tensor x = Tensor::empty({m, k}, act);
       for (int64_t i = 0; i < m * k; ++i) {
         if (act == DType::kBF16) x.data<BFloat16>()[i] = float_to_bf16(nd(rng));
@@ -52,10 +57,19 @@ TEST(WeightOnlyCuda, MatchesTheReference) {
           const double g = read_out(got, i), r = read_out(want, i);
           bad += std::abs(g - r) <= 2 * unit * std::abs(r) + 1e-3 ? 0 : 1;  // NaN counts as bad
         }
-        EXPECT_EQ(bad, 0) << dtype_name(act) << " scaling " << scaling << " m,n,k " << m << "," << n << "," << k;
+        EXPECT_EQ(bad, 0) << kernels << " kernels, " << dtype_name(act) << " scaling " << scaling << " m,n,k " << m
+                          << "," << n << "," << k;
       }
     }
   }
+}
+
+TEST(WeightOnlyCuda, MatchesTheReference) { check_against_reference("default"); }
+
+TEST(WeightOnlyCuda, CudaCoreKernelsMatchTheReference) {
+  setenv("FP8KIT_WEIGHT_ONLY_GEMM", "cuda_core", 1);
+  check_against_reference("CUDA-core");
+  unsetenv("FP8KIT_WEIGHT_ONLY_GEMM");
 }
 
 }  // namespace

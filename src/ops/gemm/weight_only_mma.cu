@@ -1,0 +1,243 @@
+// weight_only_mma: weight_only_mm (W8A16, the spec's Marlin path) for M <= 64 rows on 16-bit
+// tensor cores (mma.sync m16n8k16 bf16/f16 -> f32, sm_80+): the FP8 weights stream from memory in
+// 16-byte loads and are widened in registers; the weight bytes are the whole cost at decode.
+//
+// Reference: weight_only_mm_ref (src/ops/gemm/weight_only_ref.cpp), which rounds each dequantized
+// weight fl32(decode(w) * s_w) and sums x * w_dq. Here the tensor cores multiply x by decode(w)
+// (exact in bf16 and f16) and the scale is applied to the f32 sum: per tensor / per row once,
+// y = round_out(fl32(fl32(s_w * acc) + bias)); block scales per 64-wide K chunk,
+// acc += s_w[n / bn, k / bk] * partial. The results agree with the reference within f32 rounding
+// of the sums (tests/gpu/test_weight_only_cuda.cpp).
+// Floor: N * K weight bytes over the memory bandwidth (half of a BF16 GEMM's): 4096 x 4096 is
+// 16.8 MB, 3.9 us at the 4.26 TB/s copy ceiling.
+//
+// Orientation ("swap AB"): weight rows are the MMA's M (16 per warp), tokens its N (8 per tile,
+// kTiles tiles). A CTA = 8 warps on the same 16 weight rows, each over its own slice of K; the
+// slices are summed in shared memory in warp order (deterministic). Within a 64-wide K chunk lane
+// (g = lane / 4, t = lane % 4) loads the 16 weight bytes k0 + 16 t .. + 15 of rows g and g + 8
+// and the same 16 activations of each token; the MMA's k-slots {2t, 2t+1, 2t+8, 2t+9} of step s
+// hold k0 + 16 t + 4 s + {0, 1, 2, 3}. Any permutation of K applied to both operands leaves the
+// sum unchanged, so this one lets every lane use whole 16-byte loads.
+//
+// FP8 -> 16-bit without FP8 hardware (sm_80): e4m3 bits s.eeee.mmm placed as bf16 s.0eeee.mmm0000
+// (or f16 s.0eeee.mmm0000000) are the value times 2^-120 (2^-8); one exact multiply by 2^120 (2^8)
+// restores it, subnormals included. The NaN codes (0x7f, 0xff), which fp8kit's quantizers never
+// write, read as +-480 here (vLLM's Marlin conversion does the same).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "core/cuda/cuda_check.h"
+#include "fp8kit/half.h"
+#include "ops/gemm/weight_only_mma.h"
+
+namespace fp8kit::ops {
+namespace {
+
+constexpr int kWarps = 8, kChunk = 64, kAhead = 1;  // 4 measured slower (registers)
+
+struct Bf16Tag {
+  static constexpr bool kIsBf16 = true;
+  using Storage = BFloat16;
+};
+struct F16Tag {
+  static constexpr bool kIsBf16 = false;
+  using Storage = Float16;
+};
+
+
+__device__ __forceinline__ uint4 load_streaming(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Bytes 0 and 1 of `word` (e4m3) -> a pair of bf16 / f16 in one 32-bit register (byte 0 low).
+template <typename Tag>
+__device__ __forceinline__ uint32_t widen_pair(uint32_t word, bool high) {
+  const uint32_t spread = __byte_perm(word, 0, high ? 0x4342 : 0x4140);  // b_lo | b_hi << 16
+  if constexpr (Tag::kIsBf16) {
+    const uint32_t bits = ((spread << 8) & 0x80008000u) | ((spread << 4) & 0x07F007F0u);
+    __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&bits);
+    v = __hmul2(v, __floats2bfloat162_rn(0x1p120f, 0x1p120f));
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const uint32_t bits = ((spread << 8) & 0x80008000u) | ((spread << 7) & 0x3F803F80u);
+    __half2 v = *reinterpret_cast<const __half2*>(&bits);
+    v = __hmul2(v, __floats2half2_rn(256.0f, 256.0f));
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+template <typename Tag>
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (Tag::kIsBf16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+#endif
+}
+
+__device__ __forceinline__ float block_scale(const WeightOnlyMmArgs& a, int64_t row, int64_t k) {
+  return a.scale[(row / a.block_n) * a.s_row_stride + (k / a.block_k) * a.s_col_stride];
+}
+
+template <typename Tag, int kTiles, bool kBlock>
+__global__ void __launch_bounds__(kWarps * 32) weight_only_mma_kernel(const WeightOnlyMmArgs a, int64_t k_slice) {
+  using T = typename Tag::Storage;
+  __shared__ float partial[kWarps][kTiles * 4][32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t row0 = int64_t(blockIdx.x) * 16;
+  const int64_t row_lo = row0 + g, row_hi = row0 + g + 8;
+  const bool lo_ok = row_lo < a.n, hi_ok = row_hi < a.n;
+  const uint8_t* w_lo = a.w + (lo_ok ? row_lo : 0) * a.ldw + 16 * t;
+  const uint8_t* w_hi = a.w + (hi_ok ? row_hi : 0) * a.ldw + 16 * t;
+  const T* x = static_cast<const T*>(a.x);
+
+  float acc[kTiles][4] = {};
+  const int64_t k_begin = int64_t(warp) * k_slice, k_end = k_begin + k_slice < a.k ? k_begin + k_slice : a.k;
+  auto load_w = [&](int64_t k0, uint4& lo, uint4& hi) {
+    const bool in = k0 < k_end && k0 + 16 * t < a.k;  // K % 16 == 0: a lane's 16 bytes are all in or all out
+    lo = in && lo_ok ? load_streaming(w_lo + k0) : make_uint4(0, 0, 0, 0);
+    hi = in && hi_ok ? load_streaming(w_hi + k0) : make_uint4(0, 0, 0, 0);
+  };
+  // This chunk's product: the weights widened to 16 bits, times each token tile.
+  auto multiply = [&](int64_t k0, const uint4& wl, const uint4& wh) {
+    const uint32_t lo_words[4] = {wl.x, wl.y, wl.z, wl.w}, hi_words[4] = {wh.x, wh.y, wh.z, wh.w};
+    uint32_t af[4][4];  // [step][a0..a3]
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      af[s][0] = widen_pair<Tag>(lo_words[s], false);
+      af[s][1] = widen_pair<Tag>(hi_words[s], false);
+      af[s][2] = widen_pair<Tag>(lo_words[s], true);
+      af[s][3] = widen_pair<Tag>(hi_words[s], true);
+    }
+    const bool k_in = k0 + 16 * t < a.k;
+    float part[kTiles][4] = {};
+#pragma unroll
+    for (int tile = 0; tile < kTiles; ++tile) {
+      const int64_t token = int64_t(tile) * 8 + g;
+      uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
+      if (k_in && token < a.m) {
+        const uint4* xr = reinterpret_cast<const uint4*>(x + token * a.ldx + k0 + 16 * t);
+        xa = xr[0];
+        xb = xr[1];
+      }
+      const uint32_t xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        mma16816<Tag>(kBlock ? part[tile] : acc[tile], af[s][0], af[s][1], af[s][2], af[s][3], xw[2 * s], xw[2 * s + 1]);
+      }
+    }
+    if constexpr (kBlock) {  // acc += s_w[n / bn, k / bk] * partial of this chunk (block_k % 64 == 0)
+      const float s_lo = lo_ok ? block_scale(a, row_lo, k0) : 0.0f, s_hi = hi_ok ? block_scale(a, row_hi, k0) : 0.0f;
+#pragma unroll
+      for (int tile = 0; tile < kTiles; ++tile) {
+        acc[tile][0] = __fmaf_rn(s_lo, part[tile][0], acc[tile][0]);
+        acc[tile][1] = __fmaf_rn(s_lo, part[tile][1], acc[tile][1]);
+        acc[tile][2] = __fmaf_rn(s_hi, part[tile][2], acc[tile][2]);
+        acc[tile][3] = __fmaf_rn(s_hi, part[tile][3], acc[tile][3]);
+      }
+    }
+  };
+  // kAhead chunks of weights in flight per lane (a ring of registers, static indices).
+  uint4 ring_lo[kAhead], ring_hi[kAhead];
+#pragma unroll
+  for (int c = 0; c < kAhead; ++c) load_w(k_begin + c * kChunk, ring_lo[c], ring_hi[c]);
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kAhead * kChunk) {
+#pragma unroll
+    for (int c = 0; c < kAhead; ++c) {
+      const int64_t kc = k0 + c * kChunk;
+      if (kc < k_end) {  // warp-uniform
+        const uint4 wl = ring_lo[c], wh = ring_hi[c];
+        load_w(kc + kAhead * kChunk, ring_lo[c], ring_hi[c]);
+        multiply(kc, wl, wh);
+      }
+    }
+  }
+
+  // Sum the warps' K slices in warp order, then the epilogue by warp 0.
+#pragma unroll
+  for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) partial[warp][tile * 4 + i][lane] = acc[tile][i];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  T* out = static_cast<T*>(a.out);
+  const T* bias = static_cast<const T*>(a.bias);
+#pragma unroll
+  for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v = partial[0][tile * 4 + i][lane];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) v = __fadd_rn(v, partial[w][tile * 4 + i][lane]);
+      const int64_t row = i < 2 ? row_lo : row_hi, token = int64_t(tile) * 8 + 2 * t + (i % 2);
+      if (row >= a.n || token >= a.m) continue;
+      if (!kBlock) v = __fmul_rn(a.scale_kind == ScaleKind::kRow ? a.scale[row] : a.scale[0], v);
+      if (bias != nullptr) v = __fadd_rn(v, to_float(bias[row]));
+      out[token * a.ldc + row] = from_float<T>(v);
+    }
+  }
+}
+
+template <typename Tag, bool kBlock>
+void launch(const WeightOnlyMmArgs& a, cudaStream_t s) {
+  // K in kWarps slices of whole 64-wide chunks (the last ones may be short or empty).
+  const int64_t chunks = (a.k + kChunk - 1) / kChunk;
+  const int64_t k_slice = (chunks + kWarps - 1) / kWarps * kChunk;
+  const dim3 grid(unsigned((a.n + 15) / 16)), block(kWarps * 32);
+  if (a.m <= 8) {
+    weight_only_mma_kernel<Tag, 1, kBlock><<<grid, block, 0, s>>>(a, k_slice);
+  } else if (a.m <= 16) {
+    weight_only_mma_kernel<Tag, 2, kBlock><<<grid, block, 0, s>>>(a, k_slice);
+  } else if (a.m <= 32) {
+    weight_only_mma_kernel<Tag, 4, kBlock><<<grid, block, 0, s>>>(a, k_slice);
+  } else {
+    weight_only_mma_kernel<Tag, 8, kBlock><<<grid, block, 0, s>>>(a, k_slice);
+  }
+  FP8KIT_CHECK_LAUNCH(s, "weight_only_mma_kernel");
+}
+
+template <typename Tag>
+void launch_scaling(const WeightOnlyMmArgs& a, cudaStream_t s) {
+  if (a.scale_kind == ScaleKind::kBlock) {
+    launch<Tag, true>(a, s);
+  } else {
+    launch<Tag, false>(a, s);
+  }
+}
+
+}  // namespace
+
+bool weight_only_mma_serves(const WeightOnlyMmArgs& a, int device) {
+  int major = 0;
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return major >= 8 && a.m >= 1 && a.m <= kWeightOnlyMmaMaxM && a.k % 16 == 0 && a.ldw % 16 == 0 && aligned16(a.w) &&
+         a.ldx % 8 == 0 && aligned16(a.x) && a.n <= int64_t(16) * 0x7fffffff &&
+         (a.scale_kind != ScaleKind::kBlock || (a.block_k % kChunk == 0 && a.block_n > 0));
+}
+
+void weight_only_mma_cuda(const WeightOnlyMmArgs& a, cudaStream_t s) {
+  if (a.act_dtype == DType::kBF16) {
+    launch_scaling<Bf16Tag>(a, s);
+  } else {
+    launch_scaling<F16Tag>(a, s);
+  }
+}
+
+}  // namespace fp8kit::ops
