@@ -30,11 +30,11 @@
 // then rounded to the output dtype and stored at row `slot`. Expert -1 stores zeros.
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/kernel_attributes.h"
 #include "fp8kit/half.h"
 #include "ops/moe/grouped_gemm_cuda.h"
 
@@ -310,16 +310,8 @@ __global__ void __launch_bounds__(GroupedTraits<BM>::kThreads)
 template <int BM, bool kBlock>
 void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
   using T = GroupedTraits<BM>;
-  auto kernel = grouped_gemm_sm90_e4m3_kernel<BM, kBlock>;
-  // The attribute is per device; setting it again is harmless, so a racy flag is enough.
-  static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = device < 64 ? (uint64_t(1) << device) : 0;
-  if (bit == 0 || (configured.load() & bit) == 0) {
-    FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-    configured.fetch_or(bit);
-  }
+  constexpr auto kernel = grouped_gemm_sm90_e4m3_kernel<BM, kBlock>;
+  cuda::allow_dynamic_smem<kernel>(T::kSmemBytes);
   const dim3 grid{unsigned(g.grid_m_blocks), unsigned((g.n + T::kBN - 1) / T::kBN)};
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(g);
   FP8KIT_CHECK_LAUNCH(stream, "grouped_gemm_sm90_e4m3_kernel");

@@ -35,12 +35,12 @@
 // then rounded to the output dtype and stored at row `slot`. Expert -1 stores zeros.
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
 #include "core/cuda/async_copy.cuh"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/kernel_attributes.h"
 #include "core/cuda/tensor_map.h"
 #include "core/cuda/wgmma.cuh"
 #include "fp8kit/half.h"
@@ -308,16 +308,8 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
 template <int kWG, int kBT, bool kBlock>
 void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
   using T = WgmmaTraits<kWG, kBT, kBlock>;
-  auto kernel = grouped_gemm_sm90_wgmma_kernel<kWG, kBT, kBlock>;
-  // The attribute is per device; setting it again is harmless, so a racy flag is enough.
-  static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = device < 64 ? (uint64_t(1) << device) : 0;
-  if (bit == 0 || (configured.load() & bit) == 0) {
-    FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-    configured.fetch_or(bit);
-  }
+  constexpr auto kernel = grouped_gemm_sm90_wgmma_kernel<kWG, kBT, kBlock>;
+  cuda::allow_dynamic_smem<kernel>(T::kSmemBytes);
   // The experts' weights [E, n, k] as bytes, read in kRowsW x 128 boxes.
   const CUtensorMap w_map = cuda::make_tensor_map_3d_u8_sw128(g.b, uint64_t(g.k), uint64_t(g.n), uint64_t(g.num_experts),
                                                               uint64_t(g.ldb), uint64_t(g.b_expert_stride), T::kBK, T::kRowsW);
