@@ -41,6 +41,7 @@
 #include "fp8kit/ops/moe_experts.h"
 #include "fp8kit/ops/moe_routing.h"
 #include "gpu_test_util.h"
+#include "ops/moe/grouped_gemm_choice.h"
 
 namespace fp8kit {
 namespace {
@@ -177,13 +178,13 @@ Tensor run_gpu(const MoeCase& c, const Inputs& dev) {
   return run(dev).to(Device::cpu());
 }
 
-// Whether fused_experts takes the wgmma GEMM for `c` (FP8 W8A8, not forced elsewhere, sm_90).
+// Whether fused_experts takes the wgmma GEMM for `c` on this device.
 bool takes_wgmma(const MoeCase& c) {
-  if (c.quant != Quant::kFp8 || c.gemm[0] != '\0') return false;
   int major = 0, minor = 0;
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
-  return major == 9 && minor == 0;
+  const ops::ExpertQuant quant = c.quant == Quant::kFp8 ? ops::ExpertQuant::kFp8W8A8 : ops::ExpertQuant::kUnquantized;
+  return ops::choose_grouped_kernel(quant, 10 * major + minor, c.gemm) == ops::GroupedKernel::kWgmma;
 }
 
 struct Tolerance {

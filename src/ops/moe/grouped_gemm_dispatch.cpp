@@ -4,41 +4,22 @@
 #include "ops/moe/grouped_gemm_dispatch.h"
 
 #include <cstdlib>
-#include <string_view>
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "ops/moe/grouped_gemm_cuda.h"
 
 namespace fp8kit::ops {
-namespace {
-
-bool env_is(const char* name, std::string_view value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::string_view(v) == value;
-}
-
-}  // namespace
 
 GroupedKernel preferred_grouped_kernel(ExpertQuant quant, int device) {
-  if (env_is("FP8KIT_MOE_GEMM", "simt") || quant != ExpertQuant::kFp8W8A8) return GroupedKernel::kSimt;
-  if (env_is("FP8KIT_MOE_GEMM", "mma")) return GroupedKernel::kMma;
   int major = 0, minor = 0;
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major == 9 && minor == 0 ? GroupedKernel::kWgmma : GroupedKernel::kMma;
+  return choose_grouped_kernel(quant, 10 * major + minor, std::getenv("FP8KIT_MOE_GEMM"));
 }
 
-// The wgmma kernel re-reads an expert's weight tile once per block, so its blocks grow with the
-// tokens an expert sees on average: 16 at decode, 64 in between, 128 at prefill. The mma.sync and
-// CUDA-core kernels tile 16 or 64.
 int64_t grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel) {
-  for (const char* forced : {"16", "64", "128"}) {
-    if (env_is("FP8KIT_MOE_BLOCK_M", forced)) return std::atoll(forced);
-  }
-  if (kernel != GroupedKernel::kWgmma) return slots <= 32 * global_num_experts ? 16 : 64;
-  if (slots <= 24 * global_num_experts) return 16;
-  return slots <= 96 * global_num_experts ? 64 : 128;
+  return choose_grouped_block_m(slots, global_num_experts, kernel, std::getenv("FP8KIT_MOE_BLOCK_M"));
 }
 
 void run_grouped_gemm(const GroupedGemmArgs& g, GroupedKernel kernel, int device, cudaStream_t stream) {

@@ -8,18 +8,14 @@
 
 #include "ops/moe/fused_experts_args.h"
 #include "ops/moe/grouped_gemm_args.h"
+#include "ops/moe/grouped_gemm_choice.h"
 
 namespace fp8kit::ops {
 
-enum class GroupedKernel { kWgmma, kMma, kSimt };
-
-// FP8KIT_MOE_GEMM=simt|mma forces the CUDA-core or the mma.sync kernel; otherwise FP8 W8A8 takes
-// wgmma on sm_90 and mma.sync on other GPUs (which fall back to the CUDA-core kernel below sm_89),
-// and every other ExpertQuant the CUDA-core kernel.
+// choose_grouped_kernel for `device` and FP8KIT_MOE_GEMM.
 GroupedKernel preferred_grouped_kernel(ExpertQuant quant, int device);
 
-// The moe_align block size = the GEMMs' token tile for `slots` routed slots over
-// `global_num_experts` (FP8KIT_MOE_BLOCK_M=16|64|128 forces it).
+// choose_grouped_block_m with FP8KIT_MOE_BLOCK_M.
 int64_t grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel);
 
 // Runs `g` on `kernel`, or on the next kernel down (mma.sync, then CUDA cores) where it rejects `g`.

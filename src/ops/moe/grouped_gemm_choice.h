@@ -1,0 +1,31 @@
+// Which grouped GEMM kernel runs a fused MoE GEMM, with which moe_align block size. Pure host
+// logic: the device's compute capability and the forcing environment variables are arguments.
+// Used by grouped_gemm_dispatch.cpp (CUDA builds); tests: tests/cpu/test_grouped_gemm_choice.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/moe/fused_experts_args.h"
+
+namespace fp8kit::ops {
+
+enum class GroupedKernel {
+  kWgmma,  // grouped_gemm_sm90_wgmma.cu: sm_90
+  kMma,    // grouped_gemm_sm90_e4m3.cu: FP8 mma.sync, sm_89+
+  kSimt,   // grouped_gemm_simt.cu: CUDA cores, every ExpertQuant
+};
+
+// `sm` = 10 * major + minor of the device; `forced` = FP8KIT_MOE_GEMM ("mma" or "simt"; null or
+// empty: not forced). FP8 W8A8 takes wgmma on sm_90, mma.sync on other GPUs with FP8 tensor
+// cores (sm_89+), CUDA cores below; weight-only and unquantized experts take CUDA cores. A
+// forced kernel the device lacks falls back the same way. Other values of `forced` throw.
+GroupedKernel choose_grouped_kernel(ExpertQuant quant, int sm, const char* forced);
+
+// The token block for `slots` routed slots over `global_num_experts`; `forced` =
+// FP8KIT_MOE_BLOCK_M ("16", "64" or "128"; null or empty: chosen). The wgmma kernel re-reads an
+// expert's weight tile once per block, so its blocks grow with the tokens an expert sees on
+// average (<= 24: 16, <= 96: 64, more: 128); the mma.sync and CUDA-core kernels tile 16 (<= 32)
+// or 64. Other values of `forced` throw.
+int64_t choose_grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel, const char* forced);
+
+}  // namespace fp8kit::ops

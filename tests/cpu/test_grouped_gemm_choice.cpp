@@ -1,0 +1,64 @@
+// choose_grouped_kernel / choose_grouped_block_m (src/ops/moe/grouped_gemm_choice.h): which
+// grouped GEMM the fused MoE takes on which GPU, with which token block, and the forcing knobs.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fp8kit/error.h"
+#include "ops/moe/grouped_gemm_choice.h"
+
+namespace fp8kit::ops {
+namespace {
+
+TEST(GroupedGemmChoice, KernelByDeviceAndQuantization) {
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 90, nullptr), GroupedKernel::kWgmma);
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 90, ""), GroupedKernel::kWgmma);
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 89, nullptr), GroupedKernel::kMma);   // Ada
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 100, nullptr), GroupedKernel::kMma);  // no wgmma
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 86, nullptr), GroupedKernel::kSimt);  // no FP8 MMA
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 80, nullptr), GroupedKernel::kSimt);
+  for (const int sm : {80, 89, 90}) {
+    EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kWeightOnly, sm, nullptr), GroupedKernel::kSimt) << sm;
+    EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kUnquantized, sm, nullptr), GroupedKernel::kSimt) << sm;
+  }
+}
+
+TEST(GroupedGemmChoice, ForcedKernels) {
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 90, "mma"), GroupedKernel::kMma);
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 90, "simt"), GroupedKernel::kSimt);
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 80, "mma"), GroupedKernel::kSimt);  // no FP8 MMA there
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kWeightOnly, 90, "mma"), GroupedKernel::kSimt);
+  try {
+    choose_grouped_kernel(ExpertQuant::kFp8W8A8, 90, "wgmma");
+    ADD_FAILURE() << "an unknown FP8KIT_MOE_GEMM value was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("FP8KIT_MOE_GEMM=wgmma"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GroupedGemmChoice, BlockGrowsWithTokensPerExpert) {
+  // wgmma: <= 24 slots an expert on average -> 16, <= 96 -> 64, more -> 128.
+  EXPECT_EQ(choose_grouped_block_m(2, 8, GroupedKernel::kWgmma, nullptr), 16);           // Mixtral decode
+  EXPECT_EQ(choose_grouped_block_m(24 * 8, 8, GroupedKernel::kWgmma, nullptr), 16);
+  EXPECT_EQ(choose_grouped_block_m(24 * 8 + 1, 8, GroupedKernel::kWgmma, nullptr), 64);
+  EXPECT_EQ(choose_grouped_block_m(96 * 128, 128, GroupedKernel::kWgmma, nullptr), 64);
+  EXPECT_EQ(choose_grouped_block_m(96 * 128 + 1, 128, GroupedKernel::kWgmma, nullptr), 128);
+  EXPECT_EQ(choose_grouped_block_m(8192, 8, GroupedKernel::kWgmma, nullptr), 128);       // Mixtral M = 4096
+  // mma.sync and CUDA cores: <= 32 -> 16, else 64 (never 128).
+  for (const GroupedKernel k : {GroupedKernel::kMma, GroupedKernel::kSimt}) {
+    EXPECT_EQ(choose_grouped_block_m(32 * 64, 64, k, nullptr), 16);
+    EXPECT_EQ(choose_grouped_block_m(32 * 64 + 1, 64, k, nullptr), 64);
+    EXPECT_EQ(choose_grouped_block_m(1 << 20, 8, k, ""), 64);
+  }
+}
+
+TEST(GroupedGemmChoice, ForcedBlocks) {
+  EXPECT_EQ(choose_grouped_block_m(1 << 20, 8, GroupedKernel::kWgmma, "16"), 16);
+  EXPECT_EQ(choose_grouped_block_m(1, 8, GroupedKernel::kMma, "64"), 64);
+  EXPECT_EQ(choose_grouped_block_m(1, 8, GroupedKernel::kWgmma, "128"), 128);
+  EXPECT_THROW(choose_grouped_block_m(1, 8, GroupedKernel::kWgmma, "32"), Error);
+}
+
+}  // namespace
+}  // namespace fp8kit::ops
