@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fp8kit/fp8.h"
@@ -65,19 +67,26 @@ std::vector<double> reference_fp64(const Tensor& a, const Tensor& b_nk, int64_t 
   const Tensor bc = b_nk.contiguous();
   const auto* pb = static_cast<const uint8_t*>(bc.data_ptr());
   std::vector<double> y(size_t(m * n));
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double total = bias.empty() ? 0.0 : bias[size_t(j)];
-      for (int64_t kb = 0; kb * block_k < k; ++kb) {
-        double s = 0;
-        for (int64_t kk = kb * block_k; kk < std::min(k, (kb + 1) * block_k); ++kk) {
-          s += double(e4m3fn_bits_to_float(pa[i * k + kk])) * double(e4m3fn_bits_to_float(pb[j * k + kk]));
+  auto rows = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double total = bias.empty() ? 0.0 : bias[size_t(j)];
+        for (int64_t kb = 0; kb * block_k < k; ++kb) {
+          double s = 0;
+          for (int64_t kk = kb * block_k; kk < std::min(k, (kb + 1) * block_k); ++kk) {
+            s += double(e4m3fn_bits_to_float(pa[i * k + kk])) * double(e4m3fn_bits_to_float(pb[j * k + kk]));
+          }
+          total += s * double(sa(i, kb)) * double(sb(j, kb));
         }
-        total += s * double(sa(i, kb)) * double(sb(j, kb));
+        y[size_t(i * n + j)] = total;
       }
-      y[size_t(i * n + j)] = total;
     }
-  }
+  };
+  // Rows split over the machine's threads: the GPU tests check shapes of a few billion products.
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(m, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) pool.emplace_back(rows, m * t / threads, m * (t + 1) / threads);
+  for (std::thread& th : pool) th.join();
   return y;
 }
 

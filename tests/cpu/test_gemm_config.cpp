@@ -103,19 +103,28 @@ TEST(GemmConfig, CublasLtRejectsWithAReason) {
   EXPECT_EQ(cublaslt_rejects(blk), "cuBLASLt's 128x128 block modes are used on sm_90 only");
 }
 
-TEST(GemmConfig, RaggedOrUnsupportedProblemsFallBackWithAReason) {
+TEST(GemmConfig, WhatCublasLtRejectsGoesToWgmmaOnSm90ElseToTheGenericKernel) {
   unsetenv("FP8KIT_GEMM_BACKEND");
   EXPECT_EQ(select_gemm(aligned(3, 129, 127)).reason,
-            "cublaslt: K is not a multiple of 16");
+            "cublaslt: K is not a multiple of 16; wgmma: a row stride is not a multiple of 16 bytes");
   EXPECT_EQ(select_gemm(aligned(16, 256, 256, 80)).reason,
-            "cublaslt: no FP8 tensor cores before sm_89");
+            "cublaslt: no FP8 tensor cores before sm_89; wgmma: wgmma needs sm_90 (built for sm_90a)");
   GemmDesc odd_n = aligned(65, 129, 128);
-  EXPECT_EQ(select_gemm(odd_n).backend, GemmBackend::kFallback);
+  EXPECT_EQ(select_gemm(odd_n).backend, GemmBackend::kWgmma);
   EXPECT_EQ(select_gemm(odd_n).reason, "cublaslt: the output row stride is not a multiple of 16 bytes");
-  GemmDesc blk = aligned(128, 256, 512, 89);
+  odd_n.arch = 89;
+  EXPECT_EQ(select_gemm(odd_n).backend, GemmBackend::kFallback);
+  // DeepSeek-V3's fused q_a / kv_a projection: N = 2112 is not a multiple of 128.
+  GemmDesc blk = aligned(2048, 2112, 7168);
   blk.scale_a = blk.scale_b = ScaleKind::kBlock;
   blk.block_n = blk.block_k = 128;
   blk.scale_a_column_major = true;
+  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kWgmma);
+  blk.n = 2048;
+  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kCublasLt);
+  blk.scale_a_column_major = false;  // row-major activation scales: cuBLASLt cannot read them
+  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kWgmma);
+  blk.arch = 89;
   EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kFallback);
   GemmDesc misaligned = aligned(16, 256, 256);
   misaligned.pointers_16b_aligned = false;
@@ -135,6 +144,39 @@ TEST(GemmConfig, ForcedBackends) {
   EXPECT_THROW(select_gemm(aligned(3, 129, 127)), Error);
   unsetenv("FP8KIT_GEMM_BACKEND");
   EXPECT_STREQ(gemm_backend_name(GemmBackend::kDecode), "decode");
+}
+
+TEST(GemmConfig, WgmmaRejectsWithAReason) {
+  EXPECT_EQ(wgmma_rejects(aligned(4096, 6144, 4096)), "");
+  EXPECT_EQ(wgmma_rejects(aligned(4096, 6144, 4096, 89)), "wgmma needs sm_90 (built for sm_90a)");
+  GemmDesc ragged_k = aligned(200, 257, 4097);
+  EXPECT_EQ(wgmma_rejects(ragged_k), "a row stride is not a multiple of 16 bytes");
+  ragged_k.lda = ragged_k.ldb = 4112;
+  EXPECT_EQ(wgmma_rejects(ragged_k), "");  // K itself may be ragged, and N and the output stride
+  GemmDesc misaligned = aligned(256, 256, 256);
+  misaligned.pointers_16b_aligned = false;
+  EXPECT_EQ(wgmma_rejects(misaligned), "an operand is not 16-byte aligned");
+  EXPECT_EQ(wgmma_rejects(aligned(16, 16, 0)), "K is 0");
+  GemmDesc blk = aligned(256, 256, 512);
+  blk.scale_a = blk.scale_b = ScaleKind::kBlock;
+  blk.block_n = blk.block_k = 128;
+  EXPECT_EQ(wgmma_rejects(blk), "");  // any activation-scale layout
+  blk.block_n = 64;
+  EXPECT_EQ(wgmma_rejects(blk), "block scales other than 1x128 x 128x128");
+  setenv("FP8KIT_GEMM_BACKEND", "wgmma", 1);
+  EXPECT_EQ(select_gemm(aligned(16, 256, 256)).backend, GemmBackend::kWgmma);
+  EXPECT_THROW(select_gemm(aligned(16, 256, 256, 89)), Error);
+  unsetenv("FP8KIT_GEMM_BACKEND");
+  EXPECT_STREQ(gemm_backend_name(GemmBackend::kWgmma), "wgmma");
+}
+
+TEST(GemmConfig, WgmmaPlanIsAPersistentGridOfTiles) {
+  WgmmaGemmPlan p = plan_wgmma_gemm(2048, 6144, 132);
+  EXPECT_EQ(p.tiles, 16 * 48);
+  EXPECT_EQ(p.ctas, 132);
+  p = plan_wgmma_gemm(129, 200, 132);  // ragged: 2 x 2 tiles, no idle CTA
+  EXPECT_EQ(p.tiles, 4);
+  EXPECT_EQ(p.ctas, 4);
 }
 
 TEST(GemmConfig, DecodePlanCoversKWithNoEmptySplit) {

@@ -1,6 +1,8 @@
 // scaled_mm on the GPU against the CPU reference and an fp64 reference: every scaling, output
-// dtype and bias, cuBLASLt and the generic kernel (forced with FP8KIT_GEMM_BACKEND), ragged and
-// misaligned shapes, exact results on integer grids, poisoned outputs, run-to-run determinism.
+// dtype and bias, the wgmma kernel, cuBLASLt and the generic kernel (forced with
+// FP8KIT_GEMM_BACKEND), the wgmma kernel over many persistent tiles, ragged and misaligned shapes, exact results on integer grids, poisoned outputs, run-to-run
+// determinism.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -29,6 +31,23 @@ class ForceBackend {
   }
   ~ForceBackend() { unsetenv("FP8KIT_GEMM_BACKEND"); }
 };
+
+// The wgmma kernel runs on sm_90 only.
+bool has_wgmma() {
+  static const bool yes = [] {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    return major == 9 && minor == 0;
+  }();
+  return yes;
+}
+
+std::vector<Backend> backends() {
+  std::vector<Backend> b{Backend{""}, Backend{"fallback"}};
+  if (has_wgmma()) b.push_back(Backend{"wgmma"});
+  return b;
+}
 
 struct Problem {
   Tensor a, b, sa, sb, bias;  // CPU tensors
@@ -141,7 +160,7 @@ const char* scaling_name(Scaling s) {
 
 TEST(GemmCuda, EveryScalingDTypeBiasAndBackendMatchesTheReference) {
   std::mt19937 rng(2026);
-  for (const Backend backend : {Backend{""}, Backend{"fallback"}}) {
+  for (const Backend backend : backends()) {
     ForceBackend force(backend.name);
     for (Scaling s : {Scaling::kTensor, Scaling::kTokenChannel, Scaling::kTokenTensor, Scaling::kTensorChannel,
                       Scaling::kBlock}) {
@@ -201,7 +220,7 @@ TEST(GemmCuda, ExactOnIntegerGrids) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::ldexp(1.0f, e(rng));
     return t;
   };
-  for (const Backend backend : {Backend{""}, Backend{"fallback"}}) {
+  for (const Backend backend : backends()) {
     ForceBackend force(backend.name);
     p.sa = pow2({m, 1});
     p.sb = pow2({n});
@@ -224,10 +243,13 @@ TEST(GemmCuda, ExactOnIntegerGrids) {
 
 TEST(GemmCuda, RunsAreBitwiseDeterministic) {
   std::mt19937 rng(13);
-  for (Scaling s : {Scaling::kTensor, Scaling::kTokenChannel, Scaling::kBlock}) {
-    const Problem p = make_problem(256, 1024, 2048, s, DType::kBF16, true, rng);
-    const Tensor y1 = run_gpu(p), y2 = run_gpu(p);
-    EXPECT_EQ(std::memcmp(y1.data_ptr(), y2.data_ptr(), y1.nbytes()), 0) << scaling_name(s);
+  for (const Backend backend : backends()) {
+    ForceBackend force(backend.name);
+    for (Scaling s : {Scaling::kTensor, Scaling::kTokenChannel, Scaling::kBlock}) {
+      const Problem p = make_problem(256, 1024, 2048, s, DType::kBF16, true, rng);
+      const Tensor y1 = run_gpu(p), y2 = run_gpu(p);
+      EXPECT_EQ(std::memcmp(y1.data_ptr(), y2.data_ptr(), y1.nbytes()), 0) << scaling_name(s) << " " << backend.name;
+    }
   }
 }
 
@@ -247,18 +269,56 @@ TEST(GemmCuda, QuantizedLinearQualityAgainstBf16) {
   ScaledMmOptions o;
   o.out_dtype = DType::kF32;
   o.block = std::make_pair(128, 128);
-  const Tensor y = ops::scaled_mm(xq.q, wq.q, xq.scale, wq.scale, o).to(Device::cpu());
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t kk = 0; kk < k; ++kk) s += double(bf16_to_float(x.data<BFloat16>()[i * k + kk])) * bf16_to_float(w.data<BFloat16>()[j * k + kk]);
-      num += std::pow(double(y.data<float>()[i * n + j]) - s, 2);
-      den += s * s;
+  for (const Backend backend : backends()) {
+    ForceBackend force(backend.name);
+    const Tensor y = ops::scaled_mm(xq.q, wq.q, xq.scale, wq.scale, o).to(Device::cpu());
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t kk = 0; kk < k; ++kk) s += double(bf16_to_float(x.data<BFloat16>()[i * k + kk])) * bf16_to_float(w.data<BFloat16>()[j * k + kk]);
+        num += std::pow(double(y.data<float>()[i * n + j]) - s, 2);
+        den += s * s;
+      }
+    }
+    const double err = std::sqrt(num / den);
+    EXPECT_TRUE(err <= 0.06) << err << " " << backend.name;
+  }
+}
+
+// The wgmma kernel: more tiles than multiprocessors (each CTA walks several, its stage ring
+// wrapping across them), M/N tails inside a tile, odd K-tile counts (the two fragments' turns),
+// and a ragged K (4097, zero-filled by TMA) read through row strides of 4112 bytes.
+TEST(GemmCuda, WgmmaPersistentTilesAndTails) {
+  if (!has_wgmma()) GTEST_SKIP() << "wgmma needs sm_90";
+  std::mt19937 rng(19);
+  ForceBackend force("wgmma");
+  for (Scaling s : {Scaling::kTensor, Scaling::kTokenChannel, Scaling::kBlock}) {
+    const Problem p = make_problem(1152, 2048, 640, s, DType::kBF16, s == Scaling::kTokenChannel, rng);  // 144 tiles
+    expect_close(run_gpu(p), run_cpu(p), term_magnitudes(p), std::string("persistent ") + scaling_name(s));
+  }
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{129, 300, 640}, {1, 8, 128}, {200, 136, 256}}) {
+    for (Scaling s : {Scaling::kTensorChannel, Scaling::kBlock}) {
+      const Problem p = make_problem(m, n, k, s, DType::kF16, true, rng);
+      expect_close(run_gpu(p), run_cpu(p), term_magnitudes(p),
+                   std::string("tails ") + scaling_name(s) + " m,n,k " + std::to_string(m) + "," + std::to_string(n) +
+                       "," + std::to_string(k));
     }
   }
-  const double err = std::sqrt(num / den);
-  EXPECT_TRUE(err <= 0.06) << err;
+  // Ragged K through padded rows.
+  const int64_t m = 200, k = 4097, ld = 4112;
+  Problem wide = make_problem(m, 257, ld, Scaling::kTokenChannel, DType::kF32, true, rng);
+  const Tensor a_gpu = wide.a.to(kGpu).narrow(1, 0, k), b_gpu = wide.b.to(kGpu).narrow(1, 0, k);
+  ScaledMmOptions o;
+  o.out_dtype = DType::kF32;
+  o.bias = wide.bias.to(kGpu);
+  o.output = Tensor::empty({m, 257}, DType::kF32, kGpu);
+  o.output.fill_bytes_(0xff);
+  const Tensor got = ops::scaled_mm(a_gpu, b_gpu, wide.sa.to(kGpu), wide.sb.to(kGpu), o).to(Device::cpu());
+  Problem narrowed = wide;
+  narrowed.a = wide.a.narrow(1, 0, k).contiguous();
+  narrowed.b = wide.b.narrow(1, 0, k).contiguous();
+  expect_close(got, run_cpu(narrowed), term_magnitudes(narrowed), "ragged K");
 }
 
 }  // namespace

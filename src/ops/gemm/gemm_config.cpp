@@ -12,6 +12,7 @@ namespace fp8kit::ops {
 const char* gemm_backend_name(GemmBackend backend) {
   switch (backend) {
     case GemmBackend::kDecode: return "decode";
+    case GemmBackend::kWgmma: return "wgmma";
     case GemmBackend::kCublasLt: return "cublaslt";
     case GemmBackend::kFallback: return "fallback";
   }
@@ -76,6 +77,19 @@ std::string decode_rejects(const GemmDesc& d) {
   return "";
 }
 
+std::string wgmma_rejects(const GemmDesc& d) {
+  if (d.arch != 90) return "wgmma needs sm_90 (built for sm_90a)";
+  // TMA reads rows at 16-byte aligned addresses; K itself may be ragged (zero-filled).
+  if (d.lda % 16 != 0 || d.ldb % 16 != 0) return "a row stride is not a multiple of 16 bytes";
+  if (!d.pointers_16b_aligned) return "an operand is not 16-byte aligned";
+  if (d.k <= 0) return "K is 0";
+  if (d.m > 0x7fffffff || d.n > 0x7fffffff || d.k > 0x7fffffff) return "a dimension past the TMA coordinate range";
+  if (d.scale_a == ScaleKind::kBlock && (d.block_n != 128 || d.block_k != 128)) {
+    return "block scales other than 1x128 x 128x128";
+  }
+  return "";
+}
+
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -113,6 +127,13 @@ DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms) {
   return p;
 }
 
+WgmmaGemmPlan plan_wgmma_gemm(int64_t m, int64_t n, int num_sms) {
+  WgmmaGemmPlan p;
+  p.tiles = ceil_div(m, 128) * ceil_div(n, 128);
+  p.ctas = std::min<int64_t>(p.tiles, std::max(num_sms, 1));
+  return p;
+}
+
 GemmConfig select_gemm(const GemmDesc& d) {
   const char* forced = std::getenv("FP8KIT_GEMM_BACKEND");
   const std::string why_not_decode = decode_rejects(d);
@@ -123,6 +144,12 @@ GemmConfig select_gemm(const GemmDesc& d) {
                  "FP8KIT_GEMM_BACKEND=decode cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_decode);
     return {GemmBackend::kDecode, ""};
   }
+  const std::string why_not_wgmma = wgmma_rejects(d);
+  if (forced != nullptr && std::strcmp(forced, "wgmma") == 0) {
+    FP8KIT_CHECK(why_not_wgmma.empty(), ErrorCode::kUnsupported,
+                 "FP8KIT_GEMM_BACKEND=wgmma cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_wgmma);
+    return {GemmBackend::kWgmma, ""};
+  }
   if (forced != nullptr && std::strcmp(forced, "cublaslt") == 0) {
     FP8KIT_CHECK(why_not_cublaslt.empty(), ErrorCode::kUnsupported,
                  "FP8KIT_GEMM_BACKEND=cublaslt cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_cublaslt);
@@ -131,8 +158,12 @@ GemmConfig select_gemm(const GemmDesc& d) {
   // The decode kernel runs only when forced: measured on the H200 it streams weights at 0.25-0.8x
   // the speed of cuBLASLt at M <= 64 and one block-scaled shape (24576 x 7168, M = 16) verified
   // wrong (docs/PERFORMANCE.md), so it stays out of the default choice until it wins and passes.
+  // The wgmma kernel measured 0.75-0.9x cuBLASLt where both can serve (docs/PERFORMANCE.md), so
+  // it takes what cuBLASLt cannot: ragged N or output strides, block scales whose shapes or
+  // layouts cuBLASLt's block modes reject.
   if (why_not_cublaslt.empty()) return {GemmBackend::kCublasLt, ""};
-  return {GemmBackend::kFallback, "cublaslt: " + why_not_cublaslt};
+  if (why_not_wgmma.empty()) return {GemmBackend::kWgmma, "cublaslt: " + why_not_cublaslt};
+  return {GemmBackend::kFallback, "cublaslt: " + why_not_cublaslt + "; wgmma: " + why_not_wgmma};
 }
 
 }  // namespace fp8kit::ops

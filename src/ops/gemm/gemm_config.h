@@ -13,6 +13,7 @@ namespace fp8kit::ops {
 
 enum class GemmBackend : uint8_t {
   kDecode,    // sm90_e4m3_gemm_decode: weight-streaming kernel for M <= 64 (FP8KIT_GEMM_BACKEND=decode only)
+  kWgmma,     // sm90_e4m3_gemm_wgmma: TMA + wgmma tiles with K-block promotion, prefill sizes on sm_90
   kCublasLt,  // cuBLASLt FP8 matmul: per-tensor, outer-vector (token x channel), 128x128 block modes
   kFallback,  // fp8kit's generic CUDA kernel: any shape, stride, scaling and block size (slow)
 };
@@ -40,12 +41,27 @@ struct GemmConfig {
   std::string reason;  // why the preferred backends were passed over ("" when cuBLASLt serves it)
 };
 
-// FP8KIT_GEMM_BACKEND=decode|cublaslt|fallback forces a backend (tests, benchmarks); a forced backend
+// FP8KIT_GEMM_BACKEND=decode|wgmma|cublaslt|fallback forces a backend (tests, benchmarks); a forced backend
 // that cannot serve the problem is an error naming why.
 GemmConfig select_gemm(const GemmDesc& desc);
 
 // "" when cuBLASLt can serve `desc`, otherwise why not.
 std::string cublaslt_rejects(const GemmDesc& desc);
+
+// sm90_e4m3_gemm_wgmma: "" when it can serve `desc`, otherwise why not.
+std::string wgmma_rejects(const GemmDesc& desc);
+
+// Below this many rows of a, cuBLASLt serves problems the wgmma kernel could (tiles of 128 rows
+// would be mostly padding).
+inline constexpr int64_t kWgmmaMinM = 128;
+
+// The kernel's persistent grid: one CTA a multiprocessor (no more than tiles) walks the
+// 128 x 128 output tiles.
+struct WgmmaGemmPlan {
+  int64_t tiles = 0;
+  int64_t ctas = 0;
+};
+WgmmaGemmPlan plan_wgmma_gemm(int64_t m, int64_t n, int num_sms);
 
 // sm90_e4m3_gemm_decode. Each CTA streams a kDecodeTileN-row tile of b over a K range that is a
 // whole number of kDecodeChunkK chunks (the 128-wide K-blocks of block scaling), one 16-row slice

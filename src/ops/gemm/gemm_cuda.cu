@@ -1,5 +1,6 @@
 // The CUDA entry of scaled_mm: GemmDesc -> GemmConfig (gemm_config.h), then the chosen backend
-// (cuBLASLt, the generic kernel, or when forced the decode kernel of sm90_e4m3_gemm_decode.cu).
+// (the wgmma kernel of sm90_e4m3_gemm_wgmma.cu, cuBLASLt, the generic kernel, or when forced the
+// decode kernel of sm90_e4m3_gemm_decode.cu).
 // With per-row or block activation scales and fewer than 16 rows, cuBLASLt (CUDA 13.0, H200)
 // either finds no algorithm or picks one 20x slower than at 16 rows (measured at M = 1: 250 us
 // against 20 us for a 6144 x 4096 weight): such problems run padded to 16 rows of zeros. A
@@ -16,6 +17,7 @@
 #include "ops/gemm/gemm_cuda.h"
 #include "ops/gemm/gemm_fallback.h"
 #include "ops/gemm/sm90_e4m3_gemm_decode.h"
+#include "ops/gemm/sm90_e4m3_gemm_wgmma.h"
 
 namespace fp8kit::ops {
 namespace {
@@ -107,6 +109,10 @@ void scaled_mm_cuda(const ScaledMmArgs& args, Stream stream) {
   const GemmConfig config = select_gemm(describe(args, current_arch()));
   if (config.backend == GemmBackend::kDecode) {
     sm90_e4m3_gemm_decode(args, plan_decode_gemm(args.m, args.n, args.k, sm_count()), s);
+    return;
+  }
+  if (config.backend == GemmBackend::kWgmma) {
+    sm90_e4m3_gemm_wgmma(args, plan_wgmma_gemm(args.m, args.n, sm_count()), s);
     return;
   }
   if (config.backend == GemmBackend::kCublasLt) {
