@@ -22,10 +22,14 @@
 // fewer bits while they add FP8 products; the promotion also carries block scales) and arrives on
 // the stage's "empty" mbarrier, which the producer waits on before it refills the stage. No
 // __syncthreads in the K loop: the warpgroups and the producer run decoupled, and each consumer
-// keeps the next tile's product in flight while it promotes the last (two fragments; 128-token
-// tiles have registers for one). With block scales and two consumer warpgroups the producer gives
-// its registers to them (setmaxnreg 40 / 232); measured on the H200, that made block-scaled tiles
-// faster and per-tensor 128-token tiles 15% slower, so per-tensor keeps the even split.
+// keeps the next tile's product in flight while it promotes the last (two fragments; per-tensor
+// 128-token tiles have registers for one). With block scales and two consumer warpgroups the
+// producer gives its registers to them (setmaxnreg 40 / 232: a 128-token tile's result and two
+// fragments are 192 floats a thread); per-tensor measured slower with that split.
+//
+// The epilogue goes through a small staging buffer per warp (token-major, the output's order)
+// and stores 16 bytes a lane; unrolled over the fragment it made the kernel larger than the
+// instruction cache (the same cost measured on the dense wgmma GEMM, docs/PERFORMANCE.md).
 //
 // Epilogue (the reference's order, every step an explicit f32 rounding):
 //   per-tensor: acc (f32, sum of tiles); acc *= w[slot] if routed; acc = (acc * a_scale) * b_scale[e]
@@ -33,6 +37,8 @@
 //               block kb (the reference's per-block order for 128-wide blocks; a wider block is
 //               promoted tile by tile with its scales); acc *= w[slot]
 // then rounded to the output dtype and stored at row `slot`. Expert -1 stores zeros.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -63,8 +69,18 @@ struct WgmmaTraits {
   static constexpr int kStages = kStageBytes <= 12 * 1024 ? 8
                                  : kBlock_                 ? (192 * 1024 / kStageBytes < 8 ? 192 * 1024 / kStageBytes : 8)
                                                            : (kStageBytes <= 24 * 1024 ? 6 : 5);
-  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
-  static constexpr int kFrag = kBT / 2;                            // f32 accumulators a thread
+  // Epilogue staging, per consumer warp: its 16 weight rows for kChunk token positions, stored
+  // token-major (the output's order), rows padded to 20 floats.
+  static constexpr int kChunk = kBT < 32 ? kBT : 32, kEpiStride = 20;
+  static constexpr int kEpiWarpFloats = kChunk * kEpiStride, kEpiBytes = 4 * kWG * kEpiWarpFloats * 4;
+  static constexpr int kSmemBytes = kStages * kStageBytes + kEpiBytes + 1024;  // + alignment slack
+  static constexpr int kFrag = kBT / 2;                                         // f32 accumulators a thread
+  // Block-scaled tiles of two warpgroups take the producer's registers (setmaxnreg 40 / 232) and
+  // keep a second fragment in flight. Measured on the H200: per-tensor 128-token tiles ran 7-15%
+  // slower with the register split (with or without the second fragment), so they keep the even
+  // split (168 registers) and one fragment.
+  static constexpr bool kRegSplit = kWG == 2 && kBlock_;
+  static constexpr bool kTwoFragments = kBT < 128 || kRegSplit;
   static_assert(kBT == 16 || kBT == 64 || kBT == 128, "wgmma N");
   static_assert(kStageBytes % 1024 == 0 && kWeightBytes % 1024 == 0, "swizzled tiles need 1024-byte alignment");
 };
@@ -80,6 +96,33 @@ __device__ __forceinline__ void store_one(const GroupedGemmArgs& g, int64_t row,
     case DType::kF16: static_cast<Float16*>(g.c)[i] = float_to_f16(v); break;
     default: static_cast<float*>(g.c)[i] = v; break;
   }
+}
+
+// Round to nearest even, as float_to_bf16 / float_to_f16, two values in one instruction.
+__device__ __forceinline__ uint32_t pack2(DType dtype, float lo, float hi) {
+  if (dtype == DType::kBF16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Stores y[0..16) at (row, n .. n + 16) with 16-byte stores (the row aligned, all 16 inside it).
+__device__ __forceinline__ void store16(const GroupedGemmArgs& g, int64_t row, int64_t n, const float (&y)[16]) {
+  const int64_t i = row * g.ldc + n;
+  if (g.c_dtype == DType::kF32) {
+    float4* out = reinterpret_cast<float4*>(static_cast<float*>(g.c) + i);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) out[q] = make_float4(y[4 * q], y[4 * q + 1], y[4 * q + 2], y[4 * q + 3]);
+    return;
+  }
+  uint32_t w[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) w[e] = pack2(g.c_dtype, y[2 * e], y[2 * e + 1]);
+  uint4* out = reinterpret_cast<uint4*>(static_cast<uint16_t*>(g.c) + i);
+  out[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  out[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
 template <int kWG, int kBT, bool kBlock>
@@ -117,7 +160,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   if (tid == 0) {
     for (int s = 0; s < kS; ++s) {
       cuda::mbarrier_init(smem_u32(&s_full[s]), 129);  // the producer's TMA arrival + 128 cp.async arrivals
-      cuda::mbarrier_init(smem_u32(&s_empty[s]), T::kConsumers);
+      cuda::mbarrier_init(smem_u32(&s_empty[s]), T::kConsumers / 32);  // one arrival per consumer warp
     }
   }
   __syncthreads();
@@ -135,7 +178,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   const int64_t nb_count = kBlock ? (g.n + g.block_n - 1) / g.block_n : 1;
 
   if (tid >= T::kConsumers) {
-    if constexpr (kWG == 2 && kBlock) cuda::setmaxnreg_dec<40>();  // the consumers take the registers
+    if constexpr (T::kRegSplit) cuda::setmaxnreg_dec<40>();  // the consumers take the registers
     // Producer warpgroup. Thread p copies the 16-byte chunk p % 8 of token rows p / 8 + 16 j; its
     // source pointers and shared offsets are fixed for the whole K loop.
     constexpr int kRows = kBT / 16;
@@ -185,11 +228,11 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
 
   // Consumer warpgroups: two f32 fragments take turns, so that the tensor cores multiply tile
   // kt while tile kt - 1 is promoted (wgmma.wait_group 1).
-  if constexpr (kWG == 2 && kBlock) cuda::setmaxnreg_inc<232>();
+  if constexpr (T::kRegSplit) cuda::setmaxnreg_inc<232>();
   const int wg = tid / 128, warp = (tid / 32) % 4, lg = lane / 4, lt = lane % 4;
   float acc[kFrag], part0[kFrag], part1[kFrag];
 #pragma unroll
-  for (int i = 0; i < kFrag; ++i) acc[i] = part0[i] = part1[i] = 0.0f;  // part1 unused by block x 128
+  for (int i = 0; i < kFrag; ++i) acc[i] = part0[i] = part1[i] = 0.0f;
   // This thread's two weight rows (wgmma M) within the CTA tile.
   const int row_lo = wg * 64 + warp * 16 + lg, row_hi = row_lo + 8;
   struct RowScales {
@@ -240,13 +283,11 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
 #pragma unroll
       for (int i = 0; i < kFrag; ++i) acc[i] = __fadd_rn(acc[i], part[i]);
     }
-    cuda::mbarrier_arrive(smem_u32(&s_empty[stage]));  // this thread is done with the stage
+    __syncwarp();  // the warp is done with the stage
+    if (lane == 0) cuda::mbarrier_arrive(smem_u32(&s_empty[stage]));
   };
 
-  // 128 tokens leave no registers for a second fragment: one tile at a time. Otherwise tiles go
-  // in pairs, so that each fragment has one fixed role per step (ptxas then
-  // keeps the wgmmas asynchronous).
-  if constexpr (kBT == 128) {
+  if constexpr (!T::kTwoFragments) {
     for (int kt = 0; kt < num_k_tiles; ++kt) {
       const RowScales sb = row_scales(kt);
       issue(part0, kt);
@@ -254,6 +295,8 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
       retire(part0, kt, sb);
     }
   } else {
+    // Tiles go in pairs, so that each fragment has one fixed role per step (ptxas then keeps the
+    // wgmmas asynchronous).
     RowScales sb0 = row_scales(0), sb1;
     issue(part0, 0);
     int kt = 1;
@@ -280,23 +323,54 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     }
   }
 
+  // Epilogue, kChunk token positions at a time through this warp's staging buffer: the fragment
+  // goes to shared memory token-major (element 4 j + {0, 1}: weight row lg, positions 8 j + 2 lt +
+  // {0, 1}; 4 j + {2, 3}: row lg + 8), then lane t scales the 16 outputs of position t and stores
+  // them with 16-byte stores into the slot's row. Rolled over the positions: the unrolled
+  // epilogue made the kernel larger than the instruction cache.
+  float* const buf = reinterpret_cast<float*>(smem + kS * T::kStageBytes) + (tid / 32) * T::kEpiWarpFloats;
   const float a_scale = kBlock ? 1.0f : g.a_scale[0];
   const float b_scale = kBlock ? 1.0f : g.b_scale[expert];
-  const int64_t n_of[2] = {n0 + row_lo, n0 + row_hi};
+  const int64_t n_warp = n0 + wg * 64 + warp * 16;  // this warp's 16 weight rows = output columns
+  const int count = g.n - n_warp < 16 ? int(g.n - n_warp) : 16;
+  const bool vector = count == 16 && (g.ldc * (g.c_dtype == DType::kF32 ? 4 : 2)) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(g.c) % 16 == 0;
 #pragma unroll
-  for (int j = 0; j < kBT / 8; ++j) {
+  for (int q = 0; q < kBT / T::kChunk; ++q) {
+    __syncwarp();  // the previous chunk has been read
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int64_t slot = s_slot[8 * j + 2 * lt + c];
-      if (slot < 0) continue;
+    for (int jj = 0; jj < T::kChunk / 8; ++jj) {
+      const int j = q * (T::kChunk / 8) + jj;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        buf[(8 * jj + 2 * lt + e) * T::kEpiStride + lg] = acc[4 * j + e];
+        buf[(8 * jj + 2 * lt + e) * T::kEpiStride + lg + 8] = acc[4 * j + 2 + e];
+      }
+    }
+    __syncwarp();
+    const int64_t slot = lane < T::kChunk ? s_slot[q * T::kChunk + lane] : -1;
+    if (slot >= 0 && count > 0) {
       const float w = g.slot_weight != nullptr ? g.slot_weight[slot] : 1.0f;
+      // Routed weight before the scales (spec 1.10).
+      auto finish = [&](float v) {
+        if (g.slot_weight != nullptr) v = __fmul_rn(v, w);
+        return kBlock ? v : __fmul_rn(__fmul_rn(v, a_scale), b_scale);
+      };
+      const float* row = buf + lane * T::kEpiStride;
+      if (vector) {
+        float y[16];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (n_of[h] >= g.n) continue;
-        float v = acc[4 * j + 2 * h + c];
-        if (g.slot_weight != nullptr) v = __fmul_rn(v, w);  // before the scales (spec 1.10)
-        if constexpr (!kBlock) v = __fmul_rn(__fmul_rn(v, a_scale), b_scale);
-        store_one(g, slot, n_of[h], v);
+        for (int v = 0; v < 4; ++v) {
+          const float4 x = *reinterpret_cast<const float4*>(row + 4 * v);
+          y[4 * v] = finish(x.x);
+          y[4 * v + 1] = finish(x.y);
+          y[4 * v + 2] = finish(x.z);
+          y[4 * v + 3] = finish(x.w);
+        }
+        store16(g, slot, n_warp, y);
+      } else {
+#pragma unroll 1
+        for (int e = 0; e < count; ++e) store_one(g, slot, n_warp + e, finish(row[e]));
       }
     }
   }
