@@ -3,7 +3,8 @@
 // silu and gelu; E 8..256, top_k 1/2/8, M 1..4096; idle experts, expert parallelism, router
 // weight on the input, in place, small chunks; the three grouped GEMMs (wgmma, the default on
 // sm_90; mma.sync, FP8KIT_MOE_GEMM=mma; the CUDA-core kernel, FP8KIT_MOE_GEMM=simt) and the block
-// sizes 16, 64, 128 (FP8KIT_MOE_BLOCK_M). Outputs and scratch are poisoned (NaN) first.
+// sizes 16, 64, 128 (FP8KIT_MOE_BLOCK_M; 128 on sm_90 takes the sorted prefill path). Outputs and
+// scratch are poisoned (NaN) first.
 //
 // Integer-grid problems (moe_test_util.h grid_problem: every GEMM sum is exact in f32, see
 // tests/cpu/test_fused_experts_exact.cpp) must be bit-exact with the f32-accumulating GEMMs
@@ -348,6 +349,25 @@ TEST(FusedExpertsCuda, BothGroupedGemmsAndBlockSizes) {
       check(x);
     }
   }
+}
+
+// The prefill path on sm_90 (blocks of 128): rows gathered into sorted order, both GEMMs fed by
+// TMA, C1 / C2 sorted, GEMM2 scattering to the slots. Forced to 128 on small problems so that
+// padding rows, idle and other ranks' experts, chunks and every epilogue variant go through it.
+TEST(FusedExpertsCuda, SortedPrefillPath) {
+  MoeCase c;
+  c.block_m = "128";
+  check([&] { MoeCase x = c; x.name = "sorted grid per-tensor static"; x.grid = true; x.h = 128; x.inter = 64; x.m = 33; x.a1 = 1.0f / 64; x.a2 = 64.0f; return x; }());
+  check([&] { MoeCase x = c; x.name = "sorted grid block 128"; x.grid = true; x.m = 300; x.h = 384; x.inter = 256; x.block = kBlock128; return x; }());
+  check([&] { MoeCase x = c; x.name = "sorted per-tensor"; x.m = 600; return x; }());
+  check([&] { MoeCase x = c; x.name = "sorted per-tensor N and K tails"; x.m = 600; x.h = 336; x.inter = 208; return x; }());
+  check([&] { MoeCase x = c; x.name = "sorted block f16 gelu"; x.m = 129; x.e = 64; x.top_k = 8; x.gelu = true; x.dtype = DType::kF16; x.h = 384; x.inter = 256; x.block = kBlock128; return x; }());
+  check([&] { MoeCase x = c; x.name = "sorted f32"; x.m = 64; x.dtype = DType::kF32; return x; }());
+  check([&] { MoeCase x = c; x.name = "sorted expert parallel static"; x.m = 129; x.e = 64; x.top_k = 8; x.ep_size = 4; x.ep_rank = 1; x.a1 = 0.012f; x.a2 = 0.02f; return x; }());
+  check([&] { MoeCase x = c; x.name = "sorted expert parallel block"; x.m = 64; x.ep_size = 2; x.ep_rank = 1; x.block = kBlock128; return x; }());
+  check([&] { MoeCase x = c; x.name = "sorted idle experts"; x.m = 129; x.e = 64; x.top_k = 8; x.used_experts = 20; return x; }());
+  check([&] { MoeCase x = c; x.name = "sorted router weight on input block"; x.m = 64; x.on_input = true; x.block = kBlock128; return x; }());
+  check([&] { MoeCase x = c; x.name = "sorted inplace, chunks"; x.m = 129; x.chunk = 50; x.inplace = true; x.e = 64; x.top_k = 8; return x; }());
 }
 
 TEST(FusedExpertsCuda, RunsAreBitwiseDeterministic) {

@@ -14,6 +14,7 @@
 #include "fp8kit/ops/quant.h"
 #include "ops/activation/activation_cuda.h"
 #include "ops/moe/grouped_gemm_dispatch.h"
+#include "ops/moe/grouped_gemm_sorted.h"
 #include "ops/moe/moe_sum_cuda.h"
 #include "ops/op_checks.h"
 
@@ -105,13 +106,17 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
   const Tensor w1_scale = a.w1_scale.defined() ? contiguous_on(a.w1_scale, stream) : Tensor();
   const Tensor w2_scale = a.w2_scale.defined() ? contiguous_on(a.w2_scale, stream) : Tensor();
 
-  // Scratch for the largest chunk: C1 [slots, 2I] and C3 [slots, H] share one buffer (the
-  // activation consumes C1 before GEMM2 writes C3, in stream order), C2 [slots, I].
-  const int64_t max_slots = std::min(a.chunk_size, a.num_tokens) * top_k;
-  const Tensor c13 = Tensor::empty({max_slots * std::max(2 * inter, h)}, dtype, device);
-  const Tensor c2_all = Tensor::empty({max_slots, inter}, dtype, device);
-
+  // Scratch for the largest chunk: C1 [rows, 2I] and C3 [slots, H] share one buffer (the
+  // activation consumes C1 before GEMM2 writes C3, in stream order), C2 [rows, I]; rows = slots,
+  // or on the sorted path (below) the sorted positions the chunk's blocks can hold.
   const GroupedKernel kernel = preferred_grouped_kernel(a.quant, device.index);
+  const int64_t max_slots = std::min(a.chunk_size, a.num_tokens) * top_k;
+  const bool may_sort = kernel == GroupedKernel::kWgmma && grouped_block_m(max_slots, a.global_num_experts, kernel) == 128;
+  const int64_t max_rows =
+      may_sort ? (ceil_div(max_slots, 128) + std::min(max_slots, a.global_num_experts)) * 128 : max_slots;
+  const Tensor c13 = Tensor::empty({std::max(max_rows * 2 * inter, max_slots * h)}, dtype, device);
+  const Tensor c2_all = Tensor::empty({max_rows, inter}, dtype, device);
+
   for (int64_t t0 = 0; t0 < a.num_tokens; t0 += a.chunk_size) {
     const int64_t m = std::min(a.chunk_size, a.num_tokens - t0);
     Routing r;
@@ -124,18 +129,53 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     r.grid_m_blocks = std::min(r.align.expert_ids.size(0),
                                ceil_div(r.slots, r.block_m) + std::min(r.slots, a.global_num_experts));
 
-    const Tensor c1 = c13.narrow(0, 0, r.slots * 2 * inter).view({r.slots, 2 * inter});
-    const Tensor c2 = c2_all.narrow(0, 0, r.slots);
+    // (1) quantize A (copied out of hidden_states before the chunk's output rows are written).
+    const Operand x1 = prepare_operand(a, a.hidden_states.narrow(0, t0, m), a.a1_scale, stream);
     const Tensor c3 = c13.narrow(0, 0, r.slots * h).view({r.slots, h});
 
-    // (1) quantize A (copied out of hidden_states before the chunk's output rows are written);
-    // (3) GEMM1 -> C1, routed weight here when apply_router_weight_on_input.
-    const Operand x1 = prepare_operand(a, a.hidden_states.narrow(0, t0, m), a.a1_scale, stream);
-    run_grouped_gemm(gemm_args(a, r, x1, a.w1, w1_scale, c1, top_k, a.apply_router_weight_on_input), kernel, device.index, s);
+    // Prefill on sm_90 (blocks of 128): the rows go into sorted order once, so that both GEMMs
+    // read their activations by TMA (grouped_gemm_sorted.h); C1 and C2 stay sorted.
+    GroupedGemmArgs probe1 = gemm_args(a, r, x1, a.w1, w1_scale, c3, top_k, false);
+    GroupedGemmArgs probe2 = gemm_args(a, r, x1, a.w2, w2_scale, c3, 1, false);
+    probe2.lda = inter;  // GEMM2 reads C2's quantized rows, [rows, I] contiguous
+    const bool sorted = may_sort && r.block_m == 128 &&
+                        grouped_gemm_sm90_sorted_rejects(probe1, device.index).empty() &&
+                        grouped_gemm_sm90_sorted_rejects(probe2, device.index).empty();
+    const int64_t rows = sorted ? r.grid_m_blocks * 128 : r.slots;
+    const Tensor c1 = c13.narrow(0, 0, rows * 2 * inter).view({rows, 2 * inter});
+    const Tensor c2 = c2_all.narrow(0, 0, rows);
 
-    // (4) activation -> C2 [slots, I]
+    // (3) GEMM1 -> C1, routed weight here when apply_router_weight_on_input.
+    if (sorted) {
+      Operand x1s{Tensor::empty({rows, h}, x1.values.dtype(), device), Tensor()};
+      SortedGather gather;
+      gather.rows = rows;
+      gather.k = h;
+      gather.num_slots = r.slots;
+      gather.slots_per_row = top_k;
+      gather.sorted_ids = static_cast<const int32_t*>(r.align.sorted_token_ids.data_ptr());
+      gather.num_post_pad = static_cast<const int32_t*>(r.align.num_tokens_post_padded.data_ptr());
+      gather.x = static_cast<const uint8_t*>(x1.values.data_ptr());
+      gather.ldx = x1.values.stride(0);
+      gather.out = static_cast<uint8_t*>(x1s.values.data_ptr());
+      gather.ldo = h;
+      if (a.block) {
+        gather.groups = x1.scale.size(1);
+        x1s.scale = Tensor::empty({rows, gather.groups}, DType::kF32, device);
+        gather.scale = f32_ptr(x1.scale);
+        gather.scale_out = static_cast<float*>(x1s.scale.data_ptr());
+      } else {
+        x1s.scale = x1.scale;
+      }
+      gather_sorted_rows(gather, s);
+      grouped_gemm_sm90_sorted(gemm_args(a, r, x1s, a.w1, w1_scale, c1, top_k, a.apply_router_weight_on_input), false, s);
+    } else {
+      run_grouped_gemm(gemm_args(a, r, x1, a.w1, w1_scale, c1, top_k, a.apply_router_weight_on_input), kernel, device.index, s);
+    }
+
+    // (4) activation -> C2 [rows, I]
     ActAndMulArgs act;
-    act.rows = r.slots;
+    act.rows = rows;
     act.d = inter;
     act.x = c1.data_ptr();
     act.ldx = 2 * inter;
@@ -145,9 +185,14 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     act.activation = a.activation;
     act_and_mul_cuda(act, stream);
 
-    // (5) quantize C2 over the whole chunk; (6) GEMM2 -> C3, one A row per slot.
+    // (5) quantize C2 over the whole chunk (sorted: the zero rows leave a dynamic scale as it is);
+    // (6) GEMM2 -> C3, one A row per slot.
     const Operand x2 = prepare_operand(a, c2, a.a2_scale, stream);
-    run_grouped_gemm(gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input), kernel, device.index, s);
+    if (sorted) {
+      grouped_gemm_sm90_sorted(gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input), true, s);
+    } else {
+      run_grouped_gemm(gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input), kernel, device.index, s);
+    }
 
     // (7) out[chunk] = sum over top_k (weight-only: the Marlin path's torch.sum, f32).
     MoeSumArgs sum;

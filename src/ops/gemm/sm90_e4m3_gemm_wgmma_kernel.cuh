@@ -1,0 +1,403 @@
+// The Hopper wgmma GEMM kernel (wgmma.mma_async m64n128k32 e4m3, sm_90a only): scaled_mm (spec
+// 1.4/1.5/1.7, the CUTLASS path's epilogue; launcher sm90_e4m3_gemm_wgmma.cu) and the fused
+// MoE's GEMMs on expert-sorted rows (spec 1.10; launcher ops/moe/grouped_gemm_sm90_sorted.cu).
+// References: scaled_mm_ref (gemm_ref.cpp), expert_gemm_ref (fused_experts_gemm_ref.cpp). Tests:
+// tests/gpu/test_gemm_cuda.cpp, tests/gpu/test_grouped_gemm_cuda.cpp, test_fused_experts_cuda.cpp;
+// bench: bench/bench_gemm.cpp, bench/bench_moe.cpp.
+// Floor: 2 M N K FLOP over the dense FP8 rate (1,979 TFLOP/s datasheet; cuBLASLt reaches ~1,450 on
+// the H200), and at least the operand bytes over the copy bandwidth.
+//
+// CTA: one producer warpgroup and two consumer warpgroups; an output tile of 128 rows of a by
+// 128 rows of b, each consumer owning 64 rows of a. Persistent: a grid of one CTA a
+// multiprocessor walks the tiles in groups of kGroupM row tiles (the CTAs in flight share a few
+// tiles of a and b, so each is read from memory about once and then from L2).
+//
+// K goes through shared memory in 128-wide tiles, kStages deep, in the 128-byte swizzle wgmma
+// reads (core/cuda/wgmma.cuh). The producer loads each stage by two TMA loads (zero past M, N and
+// K) and, for block scales, the 128 activation scales of the stage by cp.async; the stage's
+// "full" mbarrier completes when all have landed. The stage ring runs on across tiles, so the
+// producer loads the next tile while the consumers store the last one.
+//
+// Accumulation: each 128-wide K tile is multiplied by the tensor cores into a fresh f32 fragment
+// (64 x 128, 64 registers a thread) that is then added into the f32 result: the tensor cores keep
+// about 14 bits while they add FP8 products (DeepSeek-V3's and DeepGEMM's reason to promote), and
+// the promotion is also where block scales apply. Two fragments take turns, so that a warpgroup's
+// next K tile is in the tensor cores while it promotes the last. Registers: result + two fragments
+// are 192 floats a thread, so the producer hands its registers to the consumers (setmaxnreg 40 /
+// 232). Measured on the H200, a 256-column tile (the two halves promoted in turn, one fragment)
+// was no faster, and without the second fragment the tensor cores idled during promotion.
+//
+// The epilogue goes through a small staging buffer per warp and stores 16 bytes a lane; unrolled
+// over the fragment it made the kernel larger than the instruction cache and cost more than the
+// main loop at K = 4096.
+//
+// Epilogue (every step an explicit f32 rounding):
+//   block (1 x 128 activations, 128 x 128 weights):
+//          acc = fma(partial_kb, a_s[row, kb] * b_s[col / 128, kb], acc) per K block (DeepGEMM's
+//          order; the reference rounds partial_kb * a_s before the product with b_s); y = acc + bias
+//   otherwise: acc = sum of the tiles; y = fma(a_s[row or 0], b_s[col or 0] * acc, bias) (the reference's)
+//   sorted (MoE): block promotion in the reference's order, acc += (partial_kb * a_s) * b_s;
+//          y = acc * w[slot] if routed, then per-tensor (y * a_s) * b_s[expert]
+// then rounded to the output dtype.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda/async_copy.cuh"
+#include "core/cuda/wgmma.cuh"
+#include "fp8kit/half.h"
+#include "ops/gemm/gemm_args.h"
+
+namespace fp8kit::ops::sm90_gemm {
+
+using cuda::smem_u32;
+
+
+template <bool kBlock_>
+struct Traits {
+  static constexpr int kBM = 128, kBN = 128, kBK = 128;
+  static constexpr int kThreads = 384;  // consumer warpgroups 0 and 1, producer warpgroup 2
+  static constexpr int kABytes = kBM * kBK, kBBytes = kBN * kBK, kStageBytes = kABytes + kBBytes;
+  static constexpr int kStages = 6;
+  // Epilogue staging: per consumer warp 16 rows x 32 columns of f32, rows padded to 40 floats.
+  static constexpr int kEpiStride = 40, kEpiWarpFloats = 16 * kEpiStride;
+  static constexpr int kEpiBytes = 8 * kEpiWarpFloats * 4;
+  static constexpr int kSmemBytes = kStages * kStageBytes + kEpiBytes + 1024;  // + alignment slack
+  static_assert(kABytes % 1024 == 0 && kStageBytes % 1024 == 0, "swizzled tiles need 1024-byte alignment");
+};
+
+constexpr int64_t kGroupM = 8;
+
+struct TileCoord {
+  int64_t m0, n0;
+};
+
+// Tile t of the grouped raster: groups of kGroupM row tiles, column tiles outer within a group.
+[[maybe_unused]] __device__ __forceinline__ TileCoord tile_coord(int64_t t, int64_t m_tiles, int64_t n_tiles, int bm, int bn) {
+  const int64_t per_group = kGroupM * n_tiles;
+  const int64_t group = t / per_group, in_group = t % per_group;
+  const int64_t first = group * kGroupM;
+  const int64_t rows = m_tiles - first < kGroupM ? m_tiles - first : kGroupM;
+  return {(first + in_group % rows) * bm, (in_group / rows) * bn};
+}
+
+[[maybe_unused]] __device__ __forceinline__ float out_to_float(BFloat16 v) { return bf16_to_float(v); }
+[[maybe_unused]] __device__ __forceinline__ float out_to_float(Float16 v) { return f16_to_float(v); }
+[[maybe_unused]] __device__ __forceinline__ float out_to_float(float v) { return v; }
+
+// Round to nearest even, as float_to_bf16 / float_to_f16 (one instruction for two values; a NaN
+// becomes the canonical NaN of the type).
+template <typename OutT>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<OutT, BFloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+// Converts 8 consecutive f32 outputs and stores them at `out`: one 16-byte store per 16 bytes
+// when `vector` (aligned, all 8 inside the row), else element by element up to `count`.
+template <typename OutT>
+__device__ __forceinline__ void store8(OutT* out, const float (&y)[8], bool vector, int count) {
+  if (vector) {
+    if constexpr (sizeof(OutT) == 2) {
+      *reinterpret_cast<uint4*>(out) = make_uint4(pack2<OutT>(y[0], y[1]), pack2<OutT>(y[2], y[3]),
+                                                  pack2<OutT>(y[4], y[5]), pack2<OutT>(y[6], y[7]));
+    } else {
+      reinterpret_cast<float4*>(out)[0] = make_float4(y[0], y[1], y[2], y[3]);
+      reinterpret_cast<float4*>(out)[1] = make_float4(y[4], y[5], y[6], y[7]);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (e >= count) break;
+      if constexpr (sizeof(OutT) == 2) {
+        reinterpret_cast<uint16_t*>(out)[e] = uint16_t(pack2<OutT>(y[e], 0.0f));
+      } else {
+        out[e] = y[e];
+      }
+    }
+  }
+}
+
+// The fused MoE's GEMMs on rows sorted by expert (kSorted): a's row r is the sorted position r
+// of moe_align_block_size (block 128), its 128-row tile belongs to one expert, b is [E, N, K] (a
+// 3-D tensor map, the expert its third coordinate), and the epilogue is the grouped GEMM's.
+struct SortedRows {
+  const int32_t* tile_expert = nullptr;  // expert of each 128-row tile; -1: another rank's (zeros)
+  const int32_t* rows_in_use = nullptr;  // [1] rows holding sorted slots (num_tokens_post_padded)
+  const int32_t* slot_of_row = nullptr;  // slot of each row in use; >= num_slots: padding
+  int64_t num_slots = 0;
+  const float* slot_weight = nullptr;  // [num_slots] multiplied into the sum before the scales, or null
+  bool scatter = false;                // output row = the slot (padding not stored); else the row itself
+  int64_t sb_expert_stride = 0;        // b's scales of expert e at scale_b + e * stride
+};
+
+template <bool kBlock, typename OutT, bool kSorted>
+__global__ void __launch_bounds__(384, 1)
+    sm90_e4m3_gemm_wgmma_kernel(const ScaledMmArgs g, const SortedRows sorted, const __grid_constant__ CUtensorMap a_map,
+                                const __grid_constant__ CUtensorMap b_map) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = Traits<kBlock>;
+  constexpr int kS = T::kStages, kBK = T::kBK;
+  extern __shared__ uint8_t smem_raw[];
+  // [stage]{a 128 x 128 B, b kBN x 128 B}, swizzled, 1024-byte aligned.
+  uint8_t* smem = smem_raw + ((1024 - smem_u32(smem_raw) % 1024) % 1024);
+  const uint32_t smem_base = smem_u32(smem);
+  __shared__ float s_ascale[kBlock ? kS : 1][T::kBM];  // block: a_s[row, kb] of each stage's rows
+  __shared__ alignas(8) uint64_t s_full[kS], s_empty[kS];
+  // Per output tile (two in turn): the column scales and the bias of its 128 columns.
+  __shared__ alignas(16) float s_col[2][2][T::kBN];
+
+  const int tid = int(threadIdx.x), lane = tid % 32;
+  if (tid == 0) {
+    for (int s = 0; s < kS; ++s) {
+      // Full: the producer's expect_tx arrival (+ 128 cp.async arrivals for block scales).
+      cuda::mbarrier_init(smem_u32(&s_full[s]), kBlock ? 129 : 1);
+      cuda::mbarrier_init(smem_u32(&s_empty[s]), 8);  // one arrival per consumer warp
+    }
+  }
+  __syncthreads();
+
+  const int64_t m_tiles = (g.m + T::kBM - 1) / T::kBM, n_tiles = (g.n + T::kBN - 1) / T::kBN;
+  const int64_t num_tiles = m_tiles * n_tiles;
+  const int num_k_tiles = int((g.k + kBK - 1) / kBK);
+  // Sorted: rows past the count in use hold nothing; their tiles and those of other ranks'
+  // experts skip the main loop (and store zeros where the output is by row).
+  const int64_t used_rows = kSorted ? int64_t(*sorted.rows_in_use) : g.m;
+  auto expert_of = [&](const TileCoord& c) -> int {
+    if constexpr (!kSorted) return 0;
+    return c.m0 < used_rows ? sorted.tile_expert[c.m0 / T::kBM] : -1;
+  };
+
+  if (tid >= 256) {
+    // Producer warpgroup: thread 0 issues the TMA loads; for block scales every thread copies
+    // the scale of one activation row.
+    cuda::setmaxnreg_dec<40>();
+    const int p = tid - 256;
+    if (!kBlock && p != 0) return;
+    uint32_t it = 0;  // k tiles loaded so far, over all of this CTA's output tiles
+    for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+      const TileCoord c = tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN);
+      const int expert = expert_of(c);
+      if (expert < 0) continue;
+      const int64_t row = c.m0 + p;
+      const bool row_ok = row < g.m;
+      for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {
+        const uint32_t stage = it % kS;
+        if (it >= uint32_t(kS)) cuda::mbarrier_wait(smem_u32(&s_empty[stage]), ((it / kS) - 1) & 1u);
+        const uint32_t full = smem_u32(&s_full[stage]);
+        const uint32_t sa = smem_base + stage * T::kStageBytes, sb = sa + T::kABytes;
+        if (p == 0) {
+          cuda::mbarrier_arrive_expect_tx(full, T::kStageBytes);
+          cuda::tma_load_3d(sa, &a_map, kt * kBK, int32_t(c.m0), 0, full);
+          cuda::tma_load_3d(sb, &b_map, kt * kBK, int32_t(c.n0), expert, full);
+        }
+        if constexpr (kBlock) {
+          const float* src = g.scale_a + (row_ok ? row * g.sa_row_stride + int64_t(kt) * g.sa_group_stride : 0);
+          cuda::cp_async4(smem_u32(&s_ascale[stage][p]), src, row_ok);
+          cuda::cp_async_mbarrier_arrive(full);
+        }
+      }
+    }
+    if constexpr (kBlock) cuda::cp_async_wait_all();  // no copy outlives the warpgroup
+    return;
+  }
+
+  // Consumer warpgroups.
+  cuda::setmaxnreg_inc<232>();
+  float* const epi = reinterpret_cast<float*>(smem + kS * T::kStageBytes);
+  OutT* const out = static_cast<OutT*>(g.out);
+  const OutT* const bias = static_cast<const OutT*>(g.bias);
+  const bool vec_ok = (g.ldc * int64_t(sizeof(OutT))) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const bool col_vector = g.scale_b_kind == ScaleKind::kRow;
+  const float col_scale0 = kBlock || col_vector ? 1.0f : g.scale_b[0];
+  const int wg = tid / 128, warp = (tid / 32) % 4, lg = lane / 4, lt = lane % 4;
+  const int row_in_tile = wg * 64 + warp * 16 + lg;  // this thread's rows: row_in_tile and + 8
+  float acc[64], part0[64], part1[64];
+  // Block: the scales of a fragment's K tile, a_s of this thread's two rows and b_s of the tile's
+  // 128 columns (read while the stage is held).
+  struct TileScales {
+    float lo = 1.0f, hi = 1.0f, b = 1.0f;
+  };
+  uint32_t it = 0;  // k tiles consumed so far, over all of this CTA's output tiles
+  int parity = 0;   // which s_col buffer this tile uses
+  for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x, parity ^= 1) {
+    const TileCoord c = tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN);
+    const int expert = expert_of(c);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    // The epilogue's per-column and per-row values, loaded now so that their latency hides behind
+    // the main loop: thread tid < 128 the scale of column tid, the others the bias of column
+    // tid - 128; each thread the row scales of the two rows it will store.
+    float col_value = 0.0f;
+    {
+      const int64_t col = c.n0 + tid % 128;
+      if (col < g.n) {
+        if (tid < 128) col_value = kSorted ? (expert >= 0 ? g.scale_b[expert] : 0.0f) : col_vector ? g.scale_b[col] : col_scale0;
+        else if (bias != nullptr) col_value = out_to_float(bias[col]);
+      }
+    }
+    const int64_t warp_row0 = c.m0 + wg * 64 + warp * 16;
+    // The two rows this lane stores: their scale of a, their output row (-1: none) and, sorted,
+    // their slot's routed weight.
+    float row_scale[2] = {1.0f, 1.0f}, row_weight[2] = {1.0f, 1.0f};
+    int64_t out_row[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = warp_row0 + lane / 4 + 8 * h;
+      if (!kBlock && row < g.m) row_scale[h] = g.scale_a[g.scale_a_kind == ScaleKind::kTensor ? 0 : row];
+      out_row[h] = row < g.m ? row : -1;
+      if constexpr (kSorted) {
+        if (row < used_rows) {
+          const int64_t slot = sorted.slot_of_row[row];
+          const bool valid = slot >= 0 && slot < sorted.num_slots;
+          if (sorted.slot_weight != nullptr && valid) row_weight[h] = sorted.slot_weight[slot];
+          if (sorted.scatter) out_row[h] = valid ? slot : -1;
+        } else if (sorted.scatter) {
+          out_row[h] = -1;
+        }
+      }
+    }
+    const float* const sb_col =
+        kBlock ? g.scale_b + (kSorted ? int64_t(expert < 0 ? 0 : expert) * sorted.sb_expert_stride : 0) + (c.n0 / 128) * g.sb_row_stride
+               : nullptr;
+    // Waits for k tile kt (the CTA's tile it + kt) and queues its product into `part`.
+    auto issue = [&](float (&part)[64], int kt, TileScales& sc) {
+      const uint32_t i = it + uint32_t(kt), stage = i % kS;
+      if constexpr (kBlock) sc.b = __ldg(sb_col + int64_t(kt) * g.sb_group_stride);
+      cuda::mbarrier_wait(smem_u32(&s_full[stage]), (i / kS) & 1u);
+      if constexpr (kBlock) {
+        sc.lo = s_ascale[stage][row_in_tile];
+        sc.hi = s_ascale[stage][row_in_tile + 8];
+      }
+      const uint32_t a_tile = smem_base + stage * T::kStageBytes + wg * 64 * 128;
+      const uint32_t b_tile = smem_base + stage * T::kStageBytes + T::kABytes;
+      cuda::wgmma_fence_operands(part);
+      cuda::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kBK / 32; ++ks) {
+        cuda::wgmma_e4m3<128>(part, cuda::wgmma_desc_sw128(a_tile + 32 * ks), cuda::wgmma_desc_sw128(b_tile + 32 * ks),
+                              ks > 0);
+      }
+      cuda::wgmma_commit();
+    };
+    // k tile kt's product is complete: its stage goes back to the producer, and it is promoted.
+    auto retire = [&](float (&part)[64], int kt, const TileScales& sc) {
+      cuda::wgmma_fence_operands(part);
+      __syncwarp();
+      if (lane == 0) cuda::mbarrier_arrive(smem_u32(&s_empty[(it + uint32_t(kt)) % kS]));
+      if constexpr (kBlock && kSorted) {
+        // The MoE reference's order, (partial * a_s) * b_s + acc: bit-exact on integer grids
+        // whatever the activation scales, which the fused layer's tolerances assume.
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          acc[i] = __fadd_rn(acc[i], __fmul_rn(__fmul_rn(part[i], (i % 4) < 2 ? sc.lo : sc.hi), sc.b));
+        }
+      } else if constexpr (kBlock) {
+        // DeepGEMM's order, one FMA an element: acc + partial * (a_s * b_s). The reference's
+        // (partial * a_s) * b_s + acc differs by f32 rounding only (docs/numerics.md).
+        const float s_lo = __fmul_rn(sc.lo, sc.b), s_hi = __fmul_rn(sc.hi, sc.b);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) acc[i] = __fmaf_rn(part[i], (i % 4) < 2 ? s_lo : s_hi, acc[i]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 64; ++i) acc[i] = __fadd_rn(acc[i], part[i]);
+      }
+    };
+    // Two fragments take turns, so that the tensor cores multiply k tile kt while kt - 1 is
+    // promoted; each fragment keeps one role per step (ptxas then keeps the wgmmas asynchronous).
+    if (expert >= 0) {
+      TileScales sc0, sc1;
+      issue(part0, 0, sc0);
+      int kt = 1;
+      for (; kt + 1 < num_k_tiles; kt += 2) {
+        issue(part1, kt, sc1);
+        cuda::wgmma_wait<1>();
+        retire(part0, kt - 1, sc0);
+        issue(part0, kt + 1, sc0);
+        cuda::wgmma_wait<1>();
+        retire(part1, kt, sc1);
+      }
+      if (kt < num_k_tiles) {
+        issue(part1, kt, sc1);
+        cuda::wgmma_wait<1>();
+        retire(part0, kt - 1, sc0);
+        cuda::wgmma_wait<0>();
+        retire(part1, kt, sc1);
+      } else {
+        cuda::wgmma_wait<0>();
+        retire(part0, kt - 1, sc0);
+      }
+      it += uint32_t(num_k_tiles);
+    }
+    s_col[parity][tid / 128][tid % 128] = col_value;
+    // Named barrier 1 of the 256 consumer threads: s_col is written; every thread is past the
+    // previous tile's epilogue, so the other buffer is free for the next tile.
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+
+    // Epilogue, 32 columns at a time through this warp's staging buffer: the fragment goes to
+    // shared memory as it lies (element 4 j + {0, 1}: row lg, columns 8 j + 2 lt + {0, 1};
+    // 4 j + {2, 3}: row lg + 8), then each lane scales 8 consecutive outputs of one row and stores
+    // them with one 16-byte store. The second part is a rolled loop: the epilogue runs once a
+    // tile, and unrolled it was long enough to stall on instruction fetch.
+    float* const buf = epi + (tid / 32) * T::kEpiWarpFloats;
+    {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        __syncwarp();  // the previous chunk has been read
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          const int j = 4 * q + jj;
+          *reinterpret_cast<float2*>(buf + lg * T::kEpiStride + 8 * jj + 2 * lt) = make_float2(acc[4 * j], acc[4 * j + 1]);
+          *reinterpret_cast<float2*>(buf + (lg + 8) * T::kEpiStride + 8 * jj + 2 * lt) =
+              make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+        __syncwarp();
+        const int c8 = 32 * q + 8 * (lane % 4);  // this lane's 8 columns within the tile
+        const int64_t col = c.n0 + c8;
+        const int count = g.n - col < 8 ? int(g.n - col) : 8;
+        const float4 cs_lo = *reinterpret_cast<const float4*>(&s_col[parity][0][c8]);
+        const float4 cs_hi = *reinterpret_cast<const float4*>(&s_col[parity][0][c8 + 4]);
+        const float4 b_lo = *reinterpret_cast<const float4*>(&s_col[parity][1][c8]);
+        const float4 b_hi = *reinterpret_cast<const float4*>(&s_col[parity][1][c8 + 4]);
+        const float cs[8] = {cs_lo.x, cs_lo.y, cs_lo.z, cs_lo.w, cs_hi.x, cs_hi.y, cs_hi.z, cs_hi.w};
+        const float b[8] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = lane / 4 + 8 * h;
+          if (out_row[h] < 0 || count <= 0) continue;
+          const float4 lo = *reinterpret_cast<const float4*>(buf + r * T::kEpiStride + 8 * (lane % 4));
+          const float4 hi = *reinterpret_cast<const float4*>(buf + r * T::kEpiStride + 8 * (lane % 4) + 4);
+          const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+          float y[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            if constexpr (kSorted) {
+              // The grouped GEMM's order (spec 1.10): routed weight first, then a's and b's scales.
+              const float w = sorted.slot_weight != nullptr ? __fmul_rn(v[e], row_weight[h]) : v[e];
+              y[e] = kBlock ? w : __fmul_rn(__fmul_rn(w, row_scale[h]), cs[e]);
+            } else {
+              y[e] = kBlock ? __fadd_rn(v[e], b[e]) : __fmaf_rn(row_scale[h], __fmul_rn(cs[e], v[e]), b[e]);
+            }
+          }
+          store8(out + out_row[h] * g.ldc + col, y, vec_ok && count == 8, count);
+        }
+      }
+    }
+  }
+#else
+  __trap();  // the launchers' checks keep other targets away
+#endif
+}
+
+
+}  // namespace fp8kit::ops::sm90_gemm

@@ -1,0 +1,140 @@
+// grouped_gemm_sm90_sorted: the fused MoE's grouped FP8 GEMMs for prefill on the Hopper wgmma
+// GEMM kernel (ops/gemm/sm90_e4m3_gemm_wgmma_kernel.cuh, its sorted mode): a's rows are already in
+// moe_align_block_size's sorted order (block 128), so both operands arrive by TMA, as in the
+// dense GEMM, instead of a gathered by cp.async (grouped_gemm_sm90_wgmma.cu). The 128-row tile of
+// sorted position p uses expert expert_ids[p / 128] (b as a 3-D tensor map [E, N, K]); the output
+// row is p itself (GEMM1: the intermediate stays sorted) or the slot sorted_ids[p] (GEMM2).
+// Also gather_sorted_rows, which puts GEMM1's quantized activation rows in sorted order.
+// Tests: tests/gpu/test_fused_experts_cuda.cpp; bench: bench/bench_moe.cpp.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernel_attributes.h"
+#include "core/cuda/tensor_map.h"
+#include "fp8kit/half.h"
+#include "ops/gemm/sm90_e4m3_gemm_wgmma_kernel.cuh"
+#include "ops/moe/grouped_gemm_sorted.h"
+
+namespace fp8kit::ops {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+template <bool kBlock, typename OutT>
+void launch(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const GroupedGemmArgs& g, cudaStream_t stream) {
+  using T = sm90_gemm::Traits<kBlock>;
+  constexpr auto kernel = sm90_gemm::sm90_e4m3_gemm_wgmma_kernel<kBlock, OutT, true>;
+  cuda::allow_dynamic_smem<kernel>(T::kSmemBytes);
+  const CUtensorMap a_map = cuda::make_tensor_map_3d_u8_sw128(mm.a, uint64_t(mm.k), uint64_t(mm.m), 1, uint64_t(mm.lda),
+                                                              uint64_t(mm.lda) * uint64_t(mm.m), T::kBK, T::kBM);
+  const CUtensorMap b_map = cuda::make_tensor_map_3d_u8_sw128(g.b, uint64_t(g.k), uint64_t(g.n), uint64_t(g.num_experts),
+                                                              uint64_t(g.ldb), uint64_t(g.b_expert_stride), T::kBK, T::kBN);
+  int device = 0, sms = 0;
+  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t tiles = ceil_div(mm.m, T::kBM) * ceil_div(mm.n, T::kBN);
+  const unsigned ctas = unsigned(tiles < sms ? tiles : sms);
+  kernel<<<ctas, T::kThreads, T::kSmemBytes, stream>>>(mm, sorted, a_map, b_map);
+  FP8KIT_CHECK_LAUNCH(stream, "sm90_e4m3_gemm_wgmma_kernel (sorted)");
+}
+
+template <bool kBlock>
+void launch_out(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const GroupedGemmArgs& g, cudaStream_t stream) {
+  switch (mm.out_dtype) {
+    case DType::kBF16: launch<kBlock, BFloat16>(mm, sorted, g, stream); break;
+    case DType::kF16: launch<kBlock, Float16>(mm, sorted, g, stream); break;
+    default: launch<kBlock, float>(mm, sorted, g, stream); break;
+  }
+}
+
+// rows_out[p] = x[sorted_ids[p] / slots_per_row] for the sorted positions p < num_post_pad that
+// hold a slot, zeros for padding and past num_post_pad; the same for the block scales. One
+// warp a row, 16 bytes a lane.
+__global__ void gather_sorted_rows_kernel(SortedGather a) {
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const int lane = int(threadIdx.x % 32);
+  const int64_t used = *a.num_post_pad;
+  for (int64_t p = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; p < a.rows; p += warps) {
+    int64_t src = -1;
+    if (p < used) {
+      const int64_t slot = a.sorted_ids[p];
+      if (slot >= 0 && slot < a.num_slots) src = slot / a.slots_per_row;
+    }
+    const uint4* in = src >= 0 ? reinterpret_cast<const uint4*>(a.x + src * a.ldx) : nullptr;
+    uint4* out = reinterpret_cast<uint4*>(a.out + p * a.ldo);
+    for (int64_t c = lane; c < a.k / 16; c += 32) out[c] = in != nullptr ? in[c] : make_uint4(0, 0, 0, 0);
+    if (a.scale != nullptr) {
+      for (int64_t c = lane; c < a.groups; c += 32) a.scale_out[p * a.groups + c] = src >= 0 ? a.scale[src * a.groups + c] : 0.0f;
+    }
+  }
+}
+
+}  // namespace
+
+std::string grouped_gemm_sm90_sorted_rejects(const GroupedGemmArgs& g, int device) {
+  int major = 0, minor = 0;
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (major != 9 || minor != 0) return "wgmma needs sm_90 (built for sm_90a)";
+  if (g.quant != ExpertQuant::kFp8W8A8) return "not an FP8 W8A8 GEMM";
+  if (g.a_dtype != DType::kE4M3FN || g.b_dtype != DType::kE4M3FN) return "operands are not e4m3fn";
+  if (g.block_m != 128) return "block_m is not 128";
+  if (g.k % 16 != 0 || g.lda % 16 != 0 || g.ldb % 16 != 0 || g.b_expert_stride % 16 != 0) {
+    return "K or a row stride is not a multiple of 16 bytes";
+  }
+  if (!aligned16(g.a) || !aligned16(g.b)) return "an operand is not 16-byte aligned";
+  if (g.num_experts <= 0 || g.num_experts > 0x7fffffff || g.k > 0x7fffffff || g.n > 0x7fffffff ||
+      g.grid_m_blocks * 128 > 0x7fffffff) {
+    return "no expert count, or a dimension past the TMA coordinate range";
+  }
+  if (g.num_experts > 1 && g.b_expert_stride < g.n * g.ldb) return "experts' weights overlap";
+  if (g.block && (g.block_k != 128 || g.block_n != 128)) return "block scales other than 128 x 128";
+  return {};
+}
+
+void grouped_gemm_sm90_sorted(const GroupedGemmArgs& g, bool scatter, cudaStream_t stream) {
+  if (g.grid_m_blocks <= 0 || g.n <= 0) return;
+  ScaledMmArgs mm;
+  mm.m = g.grid_m_blocks * 128;  // sorted rows the buffers hold; the kernel reads how many are in use
+  mm.n = g.n;
+  mm.k = g.k;
+  mm.a = static_cast<const uint8_t*>(g.a);
+  mm.lda = g.lda;
+  mm.b = static_cast<const uint8_t*>(g.b);
+  mm.ldb = g.ldb;
+  mm.scale_a = g.a_scale;
+  mm.scale_b = g.b_scale;
+  mm.scale_a_kind = mm.scale_b_kind = g.block ? ScaleKind::kBlock : ScaleKind::kTensor;
+  const int64_t k_blocks = ceil_div(g.k, 128), n_blocks = ceil_div(g.n, 128);
+  mm.sa_row_stride = k_blocks;  // [rows, K / 128] row-major
+  mm.sa_group_stride = 1;
+  mm.sb_row_stride = k_blocks;  // [E, N / 128, K / 128]
+  mm.sb_group_stride = 1;
+  mm.out = g.c;
+  mm.ldc = g.ldc;
+  mm.out_dtype = g.c_dtype;
+  sm90_gemm::SortedRows sorted;
+  sorted.tile_expert = g.expert_ids;
+  sorted.rows_in_use = g.num_post_pad;
+  sorted.slot_of_row = g.sorted_ids;
+  sorted.num_slots = g.num_slots;
+  sorted.slot_weight = g.slot_weight;
+  sorted.scatter = scatter;
+  sorted.sb_expert_stride = n_blocks * k_blocks;
+  g.block ? launch_out<true>(mm, sorted, g, stream) : launch_out<false>(mm, sorted, g, stream);
+}
+
+void gather_sorted_rows(const SortedGather& a, cudaStream_t stream) {
+  if (a.rows <= 0) return;
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>(ceil_div(a.rows, threads / 32), 4096);
+  gather_sorted_rows_kernel<<<unsigned(blocks), threads, 0, stream>>>(a);
+  FP8KIT_CHECK_LAUNCH(stream, "gather_sorted_rows_kernel");
+}
+
+}  // namespace fp8kit::ops

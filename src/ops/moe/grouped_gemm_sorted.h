@@ -1,0 +1,40 @@
+// The fused MoE's prefill GEMMs on expert-sorted rows (grouped_gemm_sm90_sorted.cu): GEMM1 reads
+// its activation rows gathered into moe_align_block_size's order (block 128) and writes the
+// intermediate in that order; the activation and its quantization run on the sorted rows; GEMM2
+// reads them by TMA and writes each row to its slot. Used by fused_experts_cuda.cpp on sm_90.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "ops/moe/grouped_gemm_args.h"
+
+namespace fp8kit::ops {
+
+// An empty string when the sorted GEMM can run `g` (a's rows sorted, block_m 128) on `device`,
+// else why not (fused_experts then keeps the gathering kernels).
+std::string grouped_gemm_sm90_sorted_rejects(const GroupedGemmArgs& g, int device);
+
+// `g` with a's row p = sorted position p (g.a_slots_per_row unused). Output row p (`scatter`
+// false: every row of the grid_m_blocks * 128 written, zeros where no slot is), or row
+// sorted_ids[p] for the positions holding a slot (`scatter` true).
+void grouped_gemm_sm90_sorted(const GroupedGemmArgs& g, bool scatter, cudaStream_t stream);
+
+// out[p] = x[sorted_ids[p] / slots_per_row] (k bytes) for p < *num_post_pad holding a slot,
+// zeros elsewhere (p < rows); scale_out likewise from scale ([rows of x, groups] f32) when given.
+struct SortedGather {
+  int64_t rows = 0, k = 0, num_slots = 0, slots_per_row = 1, groups = 0;
+  const int32_t* sorted_ids = nullptr;
+  const int32_t* num_post_pad = nullptr;
+  const uint8_t* x = nullptr;  // [., k] bytes, rows 16-byte aligned
+  int64_t ldx = 0;
+  uint8_t* out = nullptr;  // [rows, k]
+  int64_t ldo = 0;
+  const float* scale = nullptr;
+  float* scale_out = nullptr;  // [rows, groups]
+};
+void gather_sorted_rows(const SortedGather& a, cudaStream_t stream);
+
+}  // namespace fp8kit::ops
