@@ -84,6 +84,7 @@ std::string wgmma_rejects(const GemmDesc& d) {
   if (!d.pointers_16b_aligned) return "an operand is not 16-byte aligned";
   if (d.k <= 0) return "K is 0";
   if (d.m > 0x7fffffff || d.n > 0x7fffffff || d.k > 0x7fffffff) return "a dimension past the TMA coordinate range";
+  if (((d.m + 127) / 128) * ((d.n + 127) / 128) > 0x7fffffff) return "more than 2^31 output tiles";
   if (d.scale_a == ScaleKind::kBlock && (d.block_n != 128 || d.block_k != 128)) {
     return "block scales other than 1x128 x 128x128";
   }

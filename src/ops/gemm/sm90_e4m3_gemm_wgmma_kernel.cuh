@@ -71,19 +71,22 @@ struct Traits {
   static_assert(kABytes % 1024 == 0 && kStageBytes % 1024 == 0, "swizzled tiles need 1024-byte alignment");
 };
 
-constexpr int64_t kGroupM = 8;
+constexpr uint32_t kGroupM = 8;
 
 struct TileCoord {
   int64_t m0, n0;
 };
 
 // Tile t of the grouped raster: groups of kGroupM row tiles, column tiles outer within a group.
-[[maybe_unused]] __device__ __forceinline__ TileCoord tile_coord(int64_t t, int64_t m_tiles, int64_t n_tiles, int bm, int bn) {
-  const int64_t per_group = kGroupM * n_tiles;
-  const int64_t group = t / per_group, in_group = t % per_group;
-  const int64_t first = group * kGroupM;
-  const int64_t rows = m_tiles - first < kGroupM ? m_tiles - first : kGroupM;
-  return {(first + in_group % rows) * bm, (in_group / rows) * bn};
+// 32-bit arithmetic (the launchers keep tile counts below 2^31): a 64-bit division is a
+// subroutine call, and this runs between every two tiles.
+[[maybe_unused]] __device__ __forceinline__ TileCoord tile_coord(uint32_t t, uint32_t m_tiles, uint32_t n_tiles, int bm, int bn) {
+  const uint32_t per_group = uint32_t(kGroupM) * n_tiles;
+  const uint32_t group = t / per_group, in_group = t - group * per_group;
+  const uint32_t first = group * uint32_t(kGroupM);
+  const uint32_t rows = m_tiles - first < uint32_t(kGroupM) ? m_tiles - first : uint32_t(kGroupM);
+  const uint32_t n_tile = in_group / rows;
+  return {int64_t(first + (in_group - n_tile * rows)) * bm, int64_t(n_tile) * bn};
 }
 
 [[maybe_unused]] __device__ __forceinline__ float out_to_float(BFloat16 v) { return bf16_to_float(v); }
@@ -167,8 +170,8 @@ __global__ void __launch_bounds__(384, 1)
   }
   __syncthreads();
 
-  const int64_t m_tiles = (g.m + T::kBM - 1) / T::kBM, n_tiles = (g.n + T::kBN - 1) / T::kBN;
-  const int64_t num_tiles = m_tiles * n_tiles;
+  const uint32_t m_tiles = uint32_t((g.m + T::kBM - 1) / T::kBM), n_tiles = uint32_t((g.n + T::kBN - 1) / T::kBN);
+  const uint32_t num_tiles = m_tiles * n_tiles;
   const int num_k_tiles = int((g.k + kBK - 1) / kBK);
   // Sorted: rows past the count in use hold nothing; their tiles and those of other ranks'
   // experts skip the main loop (and store zeros where the output is by row).
@@ -185,7 +188,7 @@ __global__ void __launch_bounds__(384, 1)
     const int p = tid - 256;
     if (!kBlock && p != 0) return;
     uint32_t it = 0;  // k tiles loaded so far, over all of this CTA's output tiles
-    for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+    for (uint32_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
       const TileCoord c = tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN);
       const int expert = expert_of(c);
       if (expert < 0) continue;
@@ -230,7 +233,7 @@ __global__ void __launch_bounds__(384, 1)
   };
   uint32_t it = 0;  // k tiles consumed so far, over all of this CTA's output tiles
   int parity = 0;   // which s_col buffer this tile uses
-  for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x, parity ^= 1) {
+  for (uint32_t t = blockIdx.x; t < num_tiles; t += gridDim.x, parity ^= 1) {
     const TileCoord c = tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN);
     const int expert = expert_of(c);
 #pragma unroll

@@ -89,7 +89,7 @@ std::string grouped_gemm_sm90_sorted_rejects(const GroupedGemmArgs& g, int devic
   }
   if (!aligned16(g.a) || !aligned16(g.b)) return "an operand is not 16-byte aligned";
   if (g.num_experts <= 0 || g.num_experts > 0x7fffffff || g.k > 0x7fffffff || g.n > 0x7fffffff ||
-      g.grid_m_blocks * 128 > 0x7fffffff) {
+      g.grid_m_blocks * 128 > 0x7fffffff || g.grid_m_blocks * ceil_div(g.n, 128) > 0x7fffffff) {
     return "no expert count, or a dimension past the TMA coordinate range";
   }
   if (g.num_experts > 1 && g.b_expert_stride < g.n * g.ldb) return "experts' weights overlap";
