@@ -12,6 +12,11 @@
 
 namespace fp8kit::ops {
 
+// What both sm_90 grouped GEMMs (this one and grouped_gemm_sm90_sorted) need: sm_90, FP8 W8A8
+// e4m3 operands, 16-byte rows and bases for TMA, dimensions in TMA's range, experts that do not
+// overlap. An empty string when `args` meets it, else why not.
+std::string grouped_gemm_sm90_tma_rejects(const GroupedGemmArgs& args, int device);
+
 // FP8 warpgroup MMA (wgmma m64nNk32 e4m3, sm_90a; block_m 16, 64 or 128). An empty string when
 // it can run `args` on `device`, else why not (the caller then takes grouped_gemm_sm90_e4m3).
 std::string grouped_gemm_sm90_wgmma_rejects(const GroupedGemmArgs& args, int device);

@@ -17,6 +17,7 @@
 #include "core/cuda/tensor_map.h"
 #include "fp8kit/half.h"
 #include "ops/gemm/sm90_e4m3_gemm_wgmma_kernel.cuh"
+#include "ops/moe/grouped_gemm_cuda.h"
 #include "ops/moe/grouped_gemm_sorted.h"
 
 namespace fp8kit::ops {
@@ -76,23 +77,9 @@ __global__ void gather_sorted_rows_kernel(SortedGather a) {
 }  // namespace
 
 std::string grouped_gemm_sm90_sorted_rejects(const GroupedGemmArgs& g, int device) {
-  int major = 0, minor = 0;
-  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (major != 9 || minor != 0) return "wgmma needs sm_90 (built for sm_90a)";
-  if (g.quant != ExpertQuant::kFp8W8A8) return "not an FP8 W8A8 GEMM";
-  if (g.a_dtype != DType::kE4M3FN || g.b_dtype != DType::kE4M3FN) return "operands are not e4m3fn";
+  if (std::string why = grouped_gemm_sm90_tma_rejects(g, device); !why.empty()) return why;
   if (g.block_m != 128) return "block_m is not 128";
-  if (g.k % 16 != 0 || g.lda % 16 != 0 || g.ldb % 16 != 0 || g.b_expert_stride % 16 != 0) {
-    return "K or a row stride is not a multiple of 16 bytes";
-  }
-  if (!aligned16(g.a) || !aligned16(g.b)) return "an operand is not 16-byte aligned";
-  if (g.num_experts <= 0 || g.num_experts > 0x7fffffff || g.k > 0x7fffffff || g.n > 0x7fffffff ||
-      g.grid_m_blocks * 128 > 0x7fffffff || g.grid_m_blocks * ceil_div(g.n, 128) > 0x7fffffff) {
-    return "no expert count, or a dimension past the TMA coordinate range";
-  }
-  if (g.num_experts > 1 && g.b_expert_stride < g.n * g.ldb) return "experts' weights overlap";
+  if (g.grid_m_blocks * 128 > 0x7fffffff || g.grid_m_blocks * ceil_div(g.n, 128) > 0x7fffffff) return "the grid is too large";
   if (g.block && (g.block_k != 128 || g.block_n != 128)) return "block scales other than 128 x 128";
   return {};
 }

@@ -403,7 +403,7 @@ void launch_scaling(const GroupedGemmArgs& g, cudaStream_t stream) {
 
 }  // namespace
 
-std::string grouped_gemm_sm90_wgmma_rejects(const GroupedGemmArgs& g, int device) {
+std::string grouped_gemm_sm90_tma_rejects(const GroupedGemmArgs& g, int device) {
   int major = 0, minor = 0;
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
@@ -411,7 +411,6 @@ std::string grouped_gemm_sm90_wgmma_rejects(const GroupedGemmArgs& g, int device
   if (major != 9 || minor != 0) return "wgmma needs sm_90 (built for sm_90a)";
   if (g.quant != ExpertQuant::kFp8W8A8) return "not an FP8 W8A8 GEMM";
   if (g.a_dtype != DType::kE4M3FN || g.b_dtype != DType::kE4M3FN) return "operands are not e4m3fn";
-  if (g.block_m != 16 && g.block_m != 64 && g.block_m != 128) return "block_m is not 16, 64 or 128";
   if (g.k % 16 != 0 || g.lda % 16 != 0 || g.ldb % 16 != 0 || g.b_expert_stride % 16 != 0) {
     return "K or a row stride is not a multiple of 16 bytes";
   }
@@ -420,6 +419,12 @@ std::string grouped_gemm_sm90_wgmma_rejects(const GroupedGemmArgs& g, int device
     return "no expert count, or a dimension past the TMA coordinate range";
   }
   if (g.num_experts > 1 && g.b_expert_stride < g.n * g.ldb) return "experts' weights overlap";
+  return {};
+}
+
+std::string grouped_gemm_sm90_wgmma_rejects(const GroupedGemmArgs& g, int device) {
+  if (std::string why = grouped_gemm_sm90_tma_rejects(g, device); !why.empty()) return why;
+  if (g.block_m != 16 && g.block_m != 64 && g.block_m != 128) return "block_m is not 16, 64 or 128";
   if (g.block && (g.block_k % 128 != 0 || g.block_n <= 0)) return "block_k is not a multiple of 128";
   const int64_t rows_per_cta = g.block_m == 16 ? 64 : 128;
   if (g.grid_m_blocks * ((g.n + rows_per_cta - 1) / rows_per_cta) > 0x7fffffff) return "the grid is too large";
