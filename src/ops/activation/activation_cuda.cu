@@ -3,15 +3,7 @@
 // Floor: memory-bound, 3 * rows * d * sizeof(T) bytes (2d read, d written) over ~4.3 TB/s, e.g.
 // rows = 32768, d = 2048, bf16: 403 MB -> 94 us.
 //
-// Rounding: every f32 operation is written with an explicit _rn intrinsic (no FMA contraction),
-// in the reference's order. The transcendental is the one place where the math library matters:
-// glibc's expf / erff are (nearly) correctly rounded while CUDA's expf / erff allow 2 ulp, so the
-// kernel evaluates exp and erf in double and rounds to float: the correctly rounded f32 value
-// except within ~2^-29 of a midpoint. Where glibc's float function is itself off by one ulp
-// (erff: up to 1 ulp), the f32 activation differs by one ulp, which changes a 16-bit result only
-// when the value sits next to a rounding midpoint of T (about 2^-16 of bf16 values, 2^-13 of f16
-// values), and then by one ulp of T; an f32 result then differs by a few ulp. The GPU test
-// states these bounds.
+// Rounding and the fast path of SiLU: activation_math.cuh.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,29 +12,10 @@
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/half.h"
 #include "ops/activation/activation_cuda.h"
+#include "ops/activation/activation_math.cuh"
 
 namespace fp8kit::ops {
 namespace {
-
-// silu_f32 of activation_ref.cpp: x / (1 + exp(-x)).
-__device__ __forceinline__ float silu_f32(float x) {
-  const float e = float(exp(-double(x)));
-  return __fdiv_rn(x, __fadd_rn(1.0f, e));
-}
-
-// gelu_f32 of activation_ref.cpp: x * 0.5f * (1.0f + erf(x * float(M_SQRT1_2))), left to right.
-__device__ __forceinline__ float gelu_f32(float x) {
-  constexpr float kSqrt1_2 = 0.70710678118654752440f;  // float(M_SQRT1_2)
-  const float erf_x = float(erf(double(__fmul_rn(x, kSqrt1_2))));
-  return __fmul_rn(__fmul_rn(x, 0.5f), __fadd_rn(1.0f, erf_x));
-}
-
-template <typename T, bool kSilu>
-__device__ __forceinline__ T act_and_mul_one(T gate, T up) {
-  const float g = to_float(gate);
-  const float act = to_float(from_float<T>(kSilu ? silu_f32(g) : gelu_f32(g)));  // rounded to T first
-  return from_float<T>(__fmul_rn(act, to_float(up)));  // exact for 16-bit T: one rounding, as T * T
-}
 
 // V elements per thread (16 bytes when the rows allow it, else 1). Flat index over rows x d / V,
 // grid-stride; row r's gate at x + r * ldx, up at gate + d.
@@ -60,8 +33,16 @@ __global__ void act_and_mul_kernel(const ActAndMulArgs a) {
     const Pack gate = *reinterpret_cast<const Pack*>(row + c);
     const Pack up = *reinterpret_cast<const Pack*>(row + a.d + c);
     Pack y;
+    if constexpr (sizeof(T) == 2 && V % 2 == 0) {  // packed pairs: SiLU's fast path
+      const uint32_t* g2 = reinterpret_cast<const uint32_t*>(gate.v);
+      const uint32_t* u2 = reinterpret_cast<const uint32_t*>(up.v);
+      uint32_t* y2 = reinterpret_cast<uint32_t*>(y.v);
 #pragma unroll
-    for (int j = 0; j < V; ++j) y.v[j] = act_and_mul_one<T, kSilu>(gate.v[j], up.v[j]);
+      for (int j = 0; j < V / 2; ++j) y2[j] = act_and_mul_x2<T, kSilu>(g2[j], u2[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) y.v[j] = act_and_mul_exact<T, kSilu>(gate.v[j], up.v[j]);
+    }
     *reinterpret_cast<Pack*>(out + r * a.ldo + c) = y;
   }
 }

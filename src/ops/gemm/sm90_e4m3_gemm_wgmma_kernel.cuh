@@ -174,7 +174,8 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t num_tiles = m_tiles * n_tiles;
   const int num_k_tiles = int((g.k + kBK - 1) / kBK);
   // Sorted: rows past the count in use hold nothing; their tiles and those of other ranks'
-  // experts skip the main loop (and store zeros where the output is by row).
+  // experts skip the main loop. Where the output is by row, other ranks' tiles store zeros and
+  // tiles past the rows in use store nothing (no one reads them).
   const int64_t used_rows = kSorted ? int64_t(*sorted.rows_in_use) : g.m;
   auto expert_of = [&](const TileCoord& c) -> int {
     if constexpr (!kSorted) return 0;
@@ -235,6 +236,7 @@ __global__ void __launch_bounds__(384, 1)
   int parity = 0;   // which s_col buffer this tile uses
   for (uint32_t t = blockIdx.x; t < num_tiles; t += gridDim.x, parity ^= 1) {
     const TileCoord c = tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN);
+    if (kSorted && c.m0 >= used_rows) continue;  // nothing to store either way
     const int expert = expert_of(c);
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;

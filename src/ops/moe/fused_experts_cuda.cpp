@@ -8,6 +8,7 @@
 #include "ops/moe/fused_experts_cuda.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/check.h"
 #include "fp8kit/ops/moe_routing.h"
@@ -15,6 +16,7 @@
 #include "ops/activation/activation_cuda.h"
 #include "ops/moe/grouped_gemm_dispatch.h"
 #include "ops/moe/grouped_gemm_sorted.h"
+#include "ops/moe/moe_act_quant_cuda.h"
 #include "ops/moe/moe_sum_cuda.h"
 #include "ops/op_checks.h"
 
@@ -91,6 +93,33 @@ GroupedGemmArgs gemm_args(const FusedExpertsArgs& a, const Routing& r, const Ope
   return g;
 }
 
+// Steps 4 and 5 in one pass (moe_act_quant_cuda.h): C1 [rows, 2I] -> codes q [rows, I] and their
+// scales; y [rows, I] of dtype holds the activation between the passes of a dynamic per-tensor
+// scale. rows_in_use: the sorted path's bound, else null.
+ActQuantArgs act_quant_args(const FusedExpertsArgs& a, const Tensor& c1, const Tensor& y, const Tensor& q,
+                            const Tensor& scale, const int32_t* rows_in_use) {
+  ActQuantArgs aq;
+  aq.act.rows = c1.size(0);
+  aq.act.d = a.intermediate_size;
+  aq.act.x = c1.data_ptr();
+  aq.act.ldx = c1.stride(0);
+  aq.act.out = y.data_ptr();
+  aq.act.ldo = y.stride(0);
+  aq.act.dtype = c1.dtype();
+  aq.act.activation = a.activation;
+  aq.rows_in_use = rows_in_use;
+  aq.scaling = a.block ? ActQuantScaling::kGroup128
+                       : a.a2_scale.defined() ? ActQuantScaling::kStaticTensor : ActQuantScaling::kDynamicTensor;
+  aq.q = static_cast<uint8_t*>(q.data_ptr());
+  aq.ldq = q.stride(0);
+  aq.q_dtype = q.dtype();
+  aq.fp8_max = fp8_quant_max(q.dtype());
+  aq.eps = PerTokenGroupQuantOptions{}.eps;  // prepare_operand's per_token_group_quant
+  aq.static_scale = f32_ptr(a.a2_scale);
+  aq.scale = static_cast<float*>(scale.data_ptr());
+  return aq;
+}
+
 }  // namespace
 
 void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
@@ -133,14 +162,37 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     const Operand x1 = prepare_operand(a, a.hidden_states.narrow(0, t0, m), a.a1_scale, stream);
     const Tensor c3 = c13.narrow(0, 0, r.slots * h).view({r.slots, h});
 
+    // Steps 4 and 5 fused where act_and_quant serves the layer (W8A8, block scales only in groups
+    // of 128): C2's codes and scales then come straight from C1.
+    const bool w8a8 = a.quant == ExpertQuant::kFp8W8A8;
+    Operand fused_q2;  // C2's codes and scales when fused
+    auto fused_act_quant = [&](int64_t rows, const int32_t* rows_in_use) {
+      if (!w8a8 || (a.block && a.block_k != 128)) return std::optional<ActQuantArgs>();
+      Operand q2{Tensor::empty({rows, inter}, a.w1.dtype(), device), Tensor()};
+      q2.scale = a.block ? Tensor::empty({rows, inter / 128}, DType::kF32, device)
+                         : a.a2_scale.defined() ? a.a2_scale : Tensor::empty({1}, DType::kF32, device);
+      const ActQuantArgs aq = act_quant_args(a, c13.narrow(0, 0, rows * 2 * inter).view({rows, 2 * inter}),
+                                             c2_all.narrow(0, 0, rows), q2.values, q2.scale, rows_in_use);
+      if (!act_and_quant_rejects(aq).empty()) return std::optional<ActQuantArgs>();
+      fused_q2 = q2;
+      return std::optional<ActQuantArgs>(aq);
+    };
+
     // Prefill on sm_90 (blocks of 128): the rows go into sorted order once, so that both GEMMs
-    // read their activations by TMA (grouped_gemm_sorted.h); C1 and C2 stay sorted.
+    // read their activations by TMA (grouped_gemm_sorted.h); C1 and C2 stay sorted, and only
+    // the rows up to num_tokens_post_padded are touched (the fused step 4-5 keeps to them).
     GroupedGemmArgs probe1 = gemm_args(a, r, x1, a.w1, w1_scale, c3, top_k, false);
     GroupedGemmArgs probe2 = gemm_args(a, r, x1, a.w2, w2_scale, c3, 1, false);
     probe2.lda = inter;  // GEMM2 reads C2's quantized rows, [rows, I] contiguous
-    const bool sorted = may_sort && r.block_m == 128 &&
-                        grouped_gemm_sm90_sorted_rejects(probe1, device.index).empty() &&
-                        grouped_gemm_sm90_sorted_rejects(probe2, device.index).empty();
+    const int32_t* num_post_pad = static_cast<const int32_t*>(r.align.num_tokens_post_padded.data_ptr());
+    std::optional<ActQuantArgs> act_quant;
+    bool sorted = may_sort && r.block_m == 128 && grouped_gemm_sm90_sorted_rejects(probe1, device.index).empty() &&
+                  grouped_gemm_sm90_sorted_rejects(probe2, device.index).empty();
+    if (sorted) {
+      act_quant = fused_act_quant(r.grid_m_blocks * 128, num_post_pad);
+      sorted = act_quant.has_value();
+    }
+    if (!sorted) act_quant = fused_act_quant(r.slots, nullptr);
     const int64_t rows = sorted ? r.grid_m_blocks * 128 : r.slots;
     const Tensor c1 = c13.narrow(0, 0, rows * 2 * inter).view({rows, 2 * inter});
     const Tensor c2 = c2_all.narrow(0, 0, rows);
@@ -173,21 +225,27 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
       run_grouped_gemm(gemm_args(a, r, x1, a.w1, w1_scale, c1, top_k, a.apply_router_weight_on_input), kernel, device.index, s);
     }
 
-    // (4) activation -> C2 [rows, I]
-    ActAndMulArgs act;
-    act.rows = rows;
-    act.d = inter;
-    act.x = c1.data_ptr();
-    act.ldx = 2 * inter;
-    act.out = c2.data_ptr();
-    act.ldo = inter;
-    act.dtype = dtype;
-    act.activation = a.activation;
-    act_and_mul_cuda(act, stream);
+    // (4) activation -> C2 [rows, I]; (5) quantize C2 over the whole chunk (sorted: the zero rows
+    // of padding leave a dynamic scale as it is); fused into one pass where act_quant is set.
+    Operand x2;
+    if (act_quant) {
+      act_and_quant_cuda(*act_quant, stream);
+      x2 = fused_q2;
+    } else {
+      ActAndMulArgs act;
+      act.rows = rows;
+      act.d = inter;
+      act.x = c1.data_ptr();
+      act.ldx = 2 * inter;
+      act.out = c2.data_ptr();
+      act.ldo = inter;
+      act.dtype = dtype;
+      act.activation = a.activation;
+      act_and_mul_cuda(act, stream);
+      x2 = prepare_operand(a, c2, a.a2_scale, stream);
+    }
 
-    // (5) quantize C2 over the whole chunk (sorted: the zero rows leave a dynamic scale as it is);
     // (6) GEMM2 -> C3, one A row per slot.
-    const Operand x2 = prepare_operand(a, c2, a.a2_scale, stream);
     if (sorted) {
       grouped_gemm_sm90_sorted(gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input), true, s);
     } else {

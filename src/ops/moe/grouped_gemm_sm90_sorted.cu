@@ -53,21 +53,31 @@ void launch_out(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, con
 }
 
 // rows_out[p] = x[sorted_ids[p] / slots_per_row] for the sorted positions p < num_post_pad that
-// hold a slot, zeros for padding and past num_post_pad; the same for the block scales. One
-// warp a row, 16 bytes a lane.
+// hold a slot, zeros for the padding among them; the same for the block scales. One warp a row,
+// 16 bytes a lane, four loads in flight before their stores.
 __global__ void gather_sorted_rows_kernel(SortedGather a) {
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   const int lane = int(threadIdx.x % 32);
-  const int64_t used = *a.num_post_pad;
-  for (int64_t p = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; p < a.rows; p += warps) {
-    int64_t src = -1;
-    if (p < used) {
-      const int64_t slot = a.sorted_ids[p];
-      if (slot >= 0 && slot < a.num_slots) src = slot / a.slots_per_row;
-    }
+  const int64_t used = min(int64_t(*a.num_post_pad), a.rows);
+  const int64_t vectors = a.k / 16;
+  for (int64_t p = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; p < used; p += warps) {
+    const int64_t slot = a.sorted_ids[p];
+    const int64_t src = slot >= 0 && slot < a.num_slots ? slot / a.slots_per_row : -1;
     const uint4* in = src >= 0 ? reinterpret_cast<const uint4*>(a.x + src * a.ldx) : nullptr;
     uint4* out = reinterpret_cast<uint4*>(a.out + p * a.ldo);
-    for (int64_t c = lane; c < a.k / 16; c += 32) out[c] = in != nullptr ? in[c] : make_uint4(0, 0, 0, 0);
+    constexpr int kInFlight = 4;
+    for (int64_t c0 = lane; c0 < vectors; c0 += 32 * kInFlight) {
+      uint4 v[kInFlight];
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j) {
+        const int64_t c = c0 + 32 * j;
+        v[j] = in != nullptr && c < vectors ? in[c] : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j) {
+        if (c0 + 32 * j < vectors) out[c0 + 32 * j] = v[j];
+      }
+    }
     if (a.scale != nullptr) {
       for (int64_t c = lane; c < a.groups; c += 32) a.scale_out[p * a.groups + c] = src >= 0 ? a.scale[src * a.groups + c] : 0.0f;
     }

@@ -17,13 +17,15 @@ namespace fp8kit::ops {
 // else why not (fused_experts then keeps the gathering kernels).
 std::string grouped_gemm_sm90_sorted_rejects(const GroupedGemmArgs& g, int device);
 
-// `g` with a's row p = sorted position p (g.a_slots_per_row unused). Output row p (`scatter`
-// false: every row of the grid_m_blocks * 128 written, zeros where no slot is), or row
-// sorted_ids[p] for the positions holding a slot (`scatter` true).
+// `g` with a's row p = sorted position p (g.a_slots_per_row unused), read for p < *num_post_pad
+// only. Output row p (`scatter` false: the rows p < *num_post_pad, zeros where no slot is; rows
+// past them are not written), or row sorted_ids[p] for the positions holding a slot (`scatter`
+// true).
 void grouped_gemm_sm90_sorted(const GroupedGemmArgs& g, bool scatter, cudaStream_t stream);
 
-// out[p] = x[sorted_ids[p] / slots_per_row] (k bytes) for p < *num_post_pad holding a slot,
-// zeros elsewhere (p < rows); scale_out likewise from scale ([rows of x, groups] f32) when given.
+// out[p] = x[sorted_ids[p] / slots_per_row] (k bytes) for p < min(*num_post_pad, rows) holding a
+// slot, zeros for the padding among them; rows past them are not written. scale_out likewise from
+// scale ([rows of x, groups] f32) when given.
 struct SortedGather {
   int64_t rows = 0, k = 0, num_slots = 0, slots_per_row = 1, groups = 0;
   const int32_t* sorted_ids = nullptr;

@@ -1,0 +1,49 @@
+// The fused MoE layer's activation and requantization (steps 4 and 5 of fused_experts_ref.cpp) in
+// one pass over the intermediate: q = quantize(T(T(act(gate)) * up)), the same bits as
+// act_and_mul_cuda followed by scaled_fp8_quant / per_token_group_quant on its output. Used by
+// fused_experts_cuda.cpp; kernels: moe_act_quant_cuda.cu; tests: tests/gpu/test_moe_act_quant_cuda.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fp8kit/stream.h"
+#include "ops/activation/activation_args.h"
+
+namespace fp8kit::ops {
+
+enum class ActQuantScaling : uint8_t {
+  kStaticTensor,   // scale[0] given: q = cvt(clamp(y * (1 / scale[0])))
+  kDynamicTensor,  // scale[0] = max|y| / fp8_max written, then as kStaticTensor
+  kGroup128,       // scale[r, g] = fmaxf(max|y[r, 128 g ..]|, eps) / fp8_max written, q = cvt(clamp(y / s))
+};
+
+struct ActQuantArgs {
+  // rows, d, x, ldx, dtype, activation as act_and_mul. act.out ([rows, d] of dtype, row stride
+  // act.ldo) holds y between the two passes of kDynamicTensor; the other scalings do not touch it.
+  ActAndMulArgs act;
+  // Device [1] or null: rows from min(*rows_in_use, act.rows) on are neither read nor written (the
+  // sorted prefill path's rows past num_tokens_post_padded).
+  const int32_t* rows_in_use = nullptr;
+  ActQuantScaling scaling = ActQuantScaling::kDynamicTensor;
+  uint8_t* q = nullptr;  // [rows, d] of q_dtype, row stride ldq
+  int64_t ldq = 0;
+  DType q_dtype = DType::kE4M3FN;
+  float fp8_max = 448.0f;
+  float eps = 1e-10f;                   // kGroup128
+  const float* static_scale = nullptr;  // kStaticTensor: [1]
+  float* scale = nullptr;               // written: kDynamicTensor [1], kGroup128 [rows, d / 128] row-major
+};
+
+#if FP8KIT_WITH_CUDA
+// Empty when act_and_quant_cuda serves `a`, else why not (the caller then runs the two ops): bf16
+// or f16 in, e4m3fn out, d a multiple of 16 (of 128 for kGroup128), rows 16-byte aligned, at most
+// 2^31 runs of 16 elements.
+std::string act_and_quant_rejects(const ActQuantArgs& a);
+
+// Queued on `stream`, no host synchronization; kDynamicTensor is a memset and two launches, the
+// others one launch.
+void act_and_quant_cuda(const ActQuantArgs& a, Stream stream);
+#endif
+
+}  // namespace fp8kit::ops
