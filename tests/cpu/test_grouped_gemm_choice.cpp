@@ -60,5 +60,16 @@ TEST(GroupedGemmChoice, ForcedBlocks) {
   EXPECT_THROW(choose_grouped_block_m(1, 8, GroupedKernel::kWgmma, "32"), Error);
 }
 
+TEST(GroupedGemmChoice, KSplitsFillTheGpuAtDecode) {
+  // Mixtral-8x7B GEMM2 at M = 1: 3 token blocks x 64 weight tiles, 112 K tiles -> 3 splits.
+  EXPECT_EQ(choose_grouped_k_splits(3 * 64, 112, 132), 3);
+  // Enough CTAs already (DeepSeek-V3 GEMM2 at M = 1: 9 x 112): no split.
+  EXPECT_EQ(choose_grouped_k_splits(9 * 112, 16, 132), 1);
+  // Each split keeps >= 8 K tiles: Qwen3-30B-A3B's K = 768 (6 tiles) is never split.
+  EXPECT_EQ(choose_grouped_k_splits(9 * 32, 6, 132), 1);
+  EXPECT_EQ(choose_grouped_k_splits(1, 24, 132), 3);
+  EXPECT_EQ(choose_grouped_k_splits(0, 24, 132), 1);
+}
+
 }  // namespace
 }  // namespace fp8kit::ops

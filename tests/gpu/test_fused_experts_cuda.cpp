@@ -354,6 +354,20 @@ TEST(FusedExpertsCuda, BothGroupedGemmsAndBlockSizes) {
 // The prefill path on sm_90 (blocks of 128): rows gathered into sorted order, both GEMMs fed by
 // TMA, C1 / C2 sorted, GEMM2 scattering to the slots. Forced to 128 on small problems so that
 // padding rows, idle and other ranks' experts, chunks and every epilogue variant go through it.
+// Block-scaled decode with a long intermediate and few weight tiles: GEMM2 splits K on the wgmma
+// kernel (choose_grouped_k_splits: I = 2048 -> 2 splits, 3072 -> 3 at these sizes) and moe_sum
+// adds the splits' partial sums.
+TEST(FusedExpertsCuda, SplitKDecode) {
+  MoeCase c;
+  c.h = 256;
+  c.block = kBlock128;
+  check([&] { MoeCase x = c; x.name = "split K grid"; x.grid = true; x.m = 1; x.inter = 2048; return x; }());
+  check([&] { MoeCase x = c; x.name = "split K grid, three splits"; x.grid = true; x.m = 3; x.inter = 3072; return x; }());
+  check([&] { MoeCase x = c; x.name = "split K grid expert parallel"; x.grid = true; x.m = 4; x.inter = 2048; x.e = 16; x.top_k = 4; x.ep_size = 2; x.ep_rank = 1; return x; }());
+  check([&] { MoeCase x = c; x.name = "split K top 3"; x.m = 5; x.inter = 3072; x.top_k = 3; return x; }());
+  check([&] { MoeCase x = c; x.name = "split K f16 on input"; x.m = 2; x.inter = 3072; x.dtype = DType::kF16; x.on_input = true; return x; }());
+}
+
 TEST(FusedExpertsCuda, SortedPrefillPath) {
   MoeCase c;
   c.block_m = "128";
@@ -362,7 +376,7 @@ TEST(FusedExpertsCuda, SortedPrefillPath) {
   check([&] { MoeCase x = c; x.name = "sorted per-tensor"; x.m = 600; return x; }());
   check([&] { MoeCase x = c; x.name = "sorted per-tensor N and K tails"; x.m = 600; x.h = 336; x.inter = 208; return x; }());
   check([&] { MoeCase x = c; x.name = "sorted block f16 gelu"; x.m = 129; x.e = 64; x.top_k = 8; x.gelu = true; x.dtype = DType::kF16; x.h = 384; x.inter = 256; x.block = kBlock128; return x; }());
-  check([&] { MoeCase x = c; x.name = "sorted f32"; x.m = 64; x.dtype = DType::kF32; return x; }());
+  check([&] { MoeCase x = c; x.name = "f32 (no fused activation: the gathering kernels)"; x.m = 64; x.dtype = DType::kF32; return x; }());
   check([&] { MoeCase x = c; x.name = "sorted expert parallel static"; x.m = 129; x.e = 64; x.top_k = 8; x.ep_size = 4; x.ep_rank = 1; x.a1 = 0.012f; x.a2 = 0.02f; return x; }());
   check([&] { MoeCase x = c; x.name = "sorted expert parallel block"; x.m = 64; x.ep_size = 2; x.ep_rank = 1; x.block = kBlock128; return x; }());
   check([&] { MoeCase x = c; x.name = "sorted idle experts"; x.m = 129; x.e = 64; x.top_k = 8; x.used_experts = 20; return x; }());

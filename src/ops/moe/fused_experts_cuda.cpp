@@ -13,7 +13,9 @@
 #include "core/check.h"
 #include "fp8kit/ops/moe_routing.h"
 #include "fp8kit/ops/quant.h"
+#include "fp8kit/platform.h"
 #include "ops/activation/activation_cuda.h"
+#include "ops/moe/grouped_gemm_cuda.h"
 #include "ops/moe/grouped_gemm_dispatch.h"
 #include "ops/moe/grouped_gemm_sorted.h"
 #include "ops/moe/moe_act_quant_cuda.h"
@@ -245,11 +247,25 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
       x2 = prepare_operand(a, c2, a.a2_scale, stream);
     }
 
-    // (6) GEMM2 -> C3, one A row per slot.
+    // (6) GEMM2 -> C3, one A row per slot. Block-scaled decode on the wgmma kernel splits K where
+    // the grid is too small to keep the weights streaming (Mixtral-8x7B at M = 1: 1.16-1.24x the
+    // layer; per-tensor scales measured 0.98-0.99x, so they keep one split); moe_sum then adds
+    // the splits' f32 partial sums.
+    GroupedGemmArgs g2 = gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input);
+    Tensor partials;
     if (sorted) {
-      grouped_gemm_sm90_sorted(gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input), true, s);
+      grouped_gemm_sm90_sorted(g2, true, s);
     } else {
-      run_grouped_gemm(gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input), kernel, device.index, s);
+      if (kernel == GroupedKernel::kWgmma && r.block_m == 16 && a.block) {
+        const int64_t ctas = r.grid_m_blocks * ceil_div(h, 64);
+        g2.k_splits = choose_grouped_k_splits(ctas, ceil_div(inter, 128), get_cu_count(device.index));
+        if (g2.k_splits > 1) {
+          partials = Tensor::empty({g2.k_splits, r.slots, h}, DType::kF32, device);
+          g2.partials = static_cast<float*>(partials.data_ptr());
+          if (!grouped_gemm_sm90_wgmma_rejects(g2, device.index).empty()) g2.k_splits = 1;
+        }
+      }
+      run_grouped_gemm(g2, kernel, device.index, s);
     }
 
     // (7) out[chunk] = sum over top_k (weight-only: the Marlin path's torch.sum, f32).
@@ -261,6 +277,10 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     sum.out = a.out.narrow(0, t0, m).data_ptr();
     sum.dtype = dtype;
     sum.accumulate_in_scalar = a.quant != ExpertQuant::kWeightOnly && moe_sum_accumulates_in_scalar(top_k);
+    if (g2.k_splits > 1) {
+      sum.partials = g2.partials;
+      sum.splits = g2.k_splits;
+    }
     moe_sum_cuda(sum, stream);
   }
 }

@@ -44,6 +44,13 @@ struct GroupedGemmArgs {
   void* c = nullptr;  // [num_slots, n] of c_dtype, row `slot` at c + slot * ldc
   DType c_dtype = DType::kBF16;
   int64_t ldc = 0;
+
+  // Split K (grouped_gemm_sm90_wgmma only, block_m 16): with k_splits > 1, split s sums the K tiles
+  // [s * q, (s + 1) * q), q = ceil(k tiles / k_splits), applies the epilogue to its partial sum
+  // and stores the f32 result at partials[(s * num_slots + slot) * n + col] instead of c; the
+  // caller adds the splits in order (moe_sum's `partials`).
+  int64_t k_splits = 1;
+  float* partials = nullptr;
 };
 
 }  // namespace fp8kit::ops

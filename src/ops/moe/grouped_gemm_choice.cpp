@@ -1,6 +1,7 @@
 // Grouped GEMM kernel and block-size choice (grouped_gemm_choice.h).
 #include "ops/moe/grouped_gemm_choice.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "core/check.h"
@@ -24,6 +25,13 @@ int64_t choose_grouped_block_m(int64_t slots, int64_t global_num_experts, Groupe
   if (kernel != GroupedKernel::kWgmma) return slots <= 32 * global_num_experts ? 16 : 64;
   if (slots <= 24 * global_num_experts) return 16;
   return slots <= 96 * global_num_experts ? 64 : 128;
+}
+
+int64_t choose_grouped_k_splits(int64_t ctas, int64_t k_tiles, int sms) {
+  if (ctas <= 0 || k_tiles <= 0 || sms <= 0) return 1;
+  const int64_t wanted = (4 * int64_t(sms) + ctas - 1) / ctas;
+  const int64_t most = k_tiles / 8;
+  return std::max<int64_t>(1, std::min(wanted, most));
 }
 
 }  // namespace fp8kit::ops

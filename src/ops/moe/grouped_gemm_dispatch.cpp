@@ -25,7 +25,9 @@ int64_t grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel
 void run_grouped_gemm(const GroupedGemmArgs& g, GroupedKernel kernel, int device, cudaStream_t stream) {
   FP8KIT_CHECK(g.block_m % 16 == 0 && g.lda >= g.k && g.ldb >= g.k && g.ldc >= g.n, ErrorCode::kInternal,
                "fused_experts: grouped GEMM arguments out of shape");
-  if (kernel == GroupedKernel::kWgmma && grouped_gemm_sm90_wgmma_rejects(g, device).empty()) {
+  const bool wgmma = kernel == GroupedKernel::kWgmma && grouped_gemm_sm90_wgmma_rejects(g, device).empty();
+  FP8KIT_CHECK(g.k_splits == 1 || wgmma, ErrorCode::kInternal, "fused_experts: split K needs the wgmma grouped GEMM");
+  if (wgmma) {
     grouped_gemm_sm90_wgmma(g, stream);
   } else if (kernel != GroupedKernel::kSimt && grouped_gemm_sm90_e4m3_rejects(g, device).empty()) {
     grouped_gemm_sm90_e4m3(g, stream);

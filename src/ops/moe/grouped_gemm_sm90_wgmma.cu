@@ -37,6 +37,11 @@
 //               block kb (the reference's per-block order for 128-wide blocks; a wider block is
 //               promoted tile by tile with its scales); acc *= w[slot]
 // then rounded to the output dtype and stored at row `slot`. Expert -1 stores zeros.
+//
+// Split K (decode, block_m 16, GroupedGemmArgs::k_splits): the grid repeats per split, each CTA
+// promotes only its split's K tiles and stores its epilogue's f32 values as partial sums; moe_sum
+// adds them in split order. A few token blocks over a long K (Mixtral-8x7B's GEMM2 at M = 1: 128
+// CTAs for 132 multiprocessors) otherwise leave most of the GPU's load slots empty.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -125,7 +130,9 @@ __device__ __forceinline__ void store16(const GroupedGemmArgs& g, int64_t row, i
   out[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
-template <int kWG, int kBT, bool kBlock>
+// kSplit: split K (GroupedGemmArgs::k_splits > 1); its own instantiation, so that the kernels
+// without it keep their code (the split's index arithmetic measured 6-9% slower there).
+template <int kWG, int kBT, bool kBlock, bool kSplit>
 __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     grouped_gemm_sm90_wgmma_kernel(const GroupedGemmArgs g, const __grid_constant__ CUtensorMap w_map) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -143,8 +150,12 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   const int tid = int(threadIdx.x), lane = tid % 32;
   // Raster: groups of kRasterGroup token blocks walk all weight tiles together, so the CTAs in
   // flight share a few token blocks (L2-resident) and read each weight tile from memory ~once.
+  // Split K: the grid is k_splits copies of the (token block, weight tile) grid.
   const int64_t n_tiles = (g.n + T::kRowsW - 1) / T::kRowsW;
-  const int64_t group = int64_t(blockIdx.x) / (kRasterGroup * n_tiles), in_group = int64_t(blockIdx.x) % (kRasterGroup * n_tiles);
+  const uint32_t tiles = kSplit ? uint32_t(g.grid_m_blocks * n_tiles) : 0u;
+  const int64_t tile = kSplit ? int64_t(blockIdx.x % tiles) : int64_t(blockIdx.x);
+  const int split = kSplit ? int(blockIdx.x / tiles) : 0;
+  const int64_t group = tile / (kRasterGroup * n_tiles), in_group = tile % (kRasterGroup * n_tiles);
   const int64_t group_rows = g.grid_m_blocks - group * kRasterGroup < kRasterGroup ? g.grid_m_blocks - group * kRasterGroup : kRasterGroup;
   const int64_t token_block = group * kRasterGroup + in_group % group_rows;
   const int64_t pos0 = token_block * kBT;
@@ -164,16 +175,27 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     }
   }
   __syncthreads();
+  // Where the results go: c, or this split's f32 partial sums.
+  GroupedGemmArgs out = g;
+  if constexpr (kSplit) {
+    out.c = g.partials + split * g.num_slots * g.n;
+    out.c_dtype = DType::kF32;
+    out.ldc = g.n;
+  }
   if (expert < 0) {  // an expert of another rank: zero rows
     for (int i = tid; i < kBT * T::kRowsW; i += T::kThreads) {
       const int r = i / T::kRowsW;
       const int64_t n = n0 + i % T::kRowsW;
-      if (s_slot[r] >= 0 && n < g.n) store_one(g, s_slot[r], n, 0.0f);
+      if (s_slot[r] >= 0 && n < g.n) store_one(out, s_slot[r], n, 0.0f);
     }
     return;
   }
 
-  const int num_k_tiles = int((g.k + kBK - 1) / kBK);
+  // This CTA's K tiles [kt0, kt0 + num_k_tiles) (all of K unless split; maybe none).
+  const int all_k_tiles = int((g.k + kBK - 1) / kBK);
+  const int split_tiles = kSplit ? (all_k_tiles + int(g.k_splits) - 1) / int(g.k_splits) : all_k_tiles;
+  const int kt0 = split * split_tiles;
+  const int num_k_tiles = kt0 >= all_k_tiles ? 0 : (all_k_tiles - kt0 < split_tiles ? all_k_tiles - kt0 : split_tiles);
   const int64_t kb_count = kBlock ? (g.k + g.block_k - 1) / g.block_k : 1;
   const int64_t nb_count = kBlock ? (g.n + g.block_n - 1) / g.block_n : 1;
 
@@ -203,7 +225,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
       if (kt >= kS) cuda::mbarrier_wait(smem_u32(&s_empty[stage]), uint32_t((kt / kS - 1) & 1));
       const uint32_t full = smem_u32(&s_full[stage]);
       const uint32_t sw = smem_base + stage * T::kStageBytes, st = sw + T::kWeightBytes + dst0;
-      const int64_t k0 = int64_t(kt) * kBK;
+      const int64_t k0 = int64_t(kt0 + kt) * kBK;
       if (p == 0) {
         cuda::mbarrier_arrive_expect_tx(full, T::kWeightBytes);
         cuda::tma_load_3d(sw, &w_map, int32_t(k0), int32_t(n0), expert, full);
@@ -242,7 +264,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   auto row_scales = [&](int kt) {
     RowScales r;
     if constexpr (kBlock) {
-      const int64_t kb = int64_t(kt) * kBK / g.block_k;
+      const int64_t kb = int64_t(kt0 + kt) * kBK / g.block_k;
       const int64_t n_lo = n0 + row_lo, n_hi = n0 + row_hi;
       const float* bs = g.b_scale + int64_t(expert) * nb_count * kb_count + kb;
       r.lo = n_lo < g.n ? __ldg(bs + (n_lo / g.block_n) * kb_count) : 0.0f;
@@ -287,7 +309,10 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     if (lane == 0) cuda::mbarrier_arrive(smem_u32(&s_empty[stage]));
   };
 
-  if constexpr (!T::kTwoFragments) {
+  // kt below counts this CTA's tiles (stage kt % kS); the K offset is kt0 + kt.
+  if (num_k_tiles == 0) {
+    // A split past the last K tile: its partial sums are zeros.
+  } else if constexpr (!T::kTwoFragments) {
     for (int kt = 0; kt < num_k_tiles; ++kt) {
       const RowScales sb = row_scales(kt);
       issue(part0, kt);
@@ -333,8 +358,8 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   const float b_scale = kBlock ? 1.0f : g.b_scale[expert];
   const int64_t n_warp = n0 + wg * 64 + warp * 16;  // this warp's 16 weight rows = output columns
   const int count = g.n - n_warp < 16 ? int(g.n - n_warp) : 16;
-  const bool vector = count == 16 && (g.ldc * (g.c_dtype == DType::kF32 ? 4 : 2)) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(g.c) % 16 == 0;
+  const bool vector = count == 16 && (out.ldc * (out.c_dtype == DType::kF32 ? 4 : 2)) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(out.c) % 16 == 0;
 #pragma unroll
   for (int q = 0; q < kBT / T::kChunk; ++q) {
     __syncwarp();  // the previous chunk has been read
@@ -367,10 +392,10 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
           y[4 * v + 2] = finish(x.z);
           y[4 * v + 3] = finish(x.w);
         }
-        store16(g, slot, n_warp, y);
+        store16(out, slot, n_warp, y);
       } else {
 #pragma unroll 1
-        for (int e = 0; e < count; ++e) store_one(g, slot, n_warp + e, finish(row[e]));
+        for (int e = 0; e < count; ++e) store_one(out, slot, n_warp + e, finish(row[e]));
       }
     }
   }
@@ -379,25 +404,25 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
 #endif
 }
 
-template <int kWG, int kBT, bool kBlock>
+template <int kWG, int kBT, bool kBlock, bool kSplit>
 void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
   using T = WgmmaTraits<kWG, kBT, kBlock>;
-  constexpr auto kernel = grouped_gemm_sm90_wgmma_kernel<kWG, kBT, kBlock>;
+  constexpr auto kernel = grouped_gemm_sm90_wgmma_kernel<kWG, kBT, kBlock, kSplit>;
   cuda::allow_dynamic_smem<kernel>(T::kSmemBytes);
   // The experts' weights [E, n, k] as bytes, read in kRowsW x 128 boxes.
   const CUtensorMap w_map = cuda::make_tensor_map_3d_u8_sw128(g.b, uint64_t(g.k), uint64_t(g.n), uint64_t(g.num_experts),
                                                               uint64_t(g.ldb), uint64_t(g.b_expert_stride), T::kBK, T::kRowsW);
-  const dim3 grid{unsigned(g.grid_m_blocks * ((g.n + T::kRowsW - 1) / T::kRowsW))};
+  const dim3 grid{unsigned(g.grid_m_blocks * ((g.n + T::kRowsW - 1) / T::kRowsW) * g.k_splits)};
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(g, w_map);
   FP8KIT_CHECK_LAUNCH(stream, "grouped_gemm_sm90_wgmma_kernel");
 }
 
-template <int kWG, int kBT>
+template <int kWG, int kBT, bool kSplit = false>
 void launch_scaling(const GroupedGemmArgs& g, cudaStream_t stream) {
   if (g.block) {
-    launch<kWG, kBT, true>(g, stream);
+    launch<kWG, kBT, true, kSplit>(g, stream);
   } else {
-    launch<kWG, kBT, false>(g, stream);
+    launch<kWG, kBT, false, kSplit>(g, stream);
   }
 }
 
@@ -427,12 +452,16 @@ std::string grouped_gemm_sm90_wgmma_rejects(const GroupedGemmArgs& g, int device
   if (g.block_m != 16 && g.block_m != 64 && g.block_m != 128) return "block_m is not 16, 64 or 128";
   if (g.block && (g.block_k % 128 != 0 || g.block_n <= 0)) return "block_k is not a multiple of 128";
   const int64_t rows_per_cta = g.block_m == 16 ? 64 : 128;
-  if (g.grid_m_blocks * ((g.n + rows_per_cta - 1) / rows_per_cta) > 0x7fffffff) return "the grid is too large";
+  if (g.k_splits < 1 || (g.k_splits > 1 && (g.partials == nullptr || g.block_m != 16))) {
+    return "k_splits without partial sums, or not at block_m 16";
+  }
+  if (g.grid_m_blocks * ((g.n + rows_per_cta - 1) / rows_per_cta) * g.k_splits > 0x7fffffff) return "the grid is too large";
   return {};
 }
 
 void grouped_gemm_sm90_wgmma(const GroupedGemmArgs& args, cudaStream_t stream) {
   if (args.grid_m_blocks <= 0 || args.n <= 0) return;
+  if (args.k_splits > 1) return launch_scaling<1, 16, true>(args, stream);  // decode only (rejects)
   switch (args.block_m) {
     case 16: launch_scaling<1, 16>(args, stream); break;
     case 64: launch_scaling<2, 64>(args, stream); break;

@@ -17,6 +17,11 @@ struct MoeSumArgs {
   // true: vLLM's moe_sum kernel (top_k 2..4): x = 0; x += in[k] in the scalar type, rounding to
   // it after every add. false: at::sum's rule: accumulate in f32 (k = 0, 1, ...), round once.
   bool accumulate_in_scalar = false;
+  // CUDA only (the fused MoE's split-K GEMM2): with splits > 1 the slot values are not `input`
+  // but T(sum over s = 0, 1, ... of partials[s * m * top_k * d + slot * d + c]) (f32, added in
+  // order, rounded to dtype once), then summed over k as above.
+  const float* partials = nullptr;
+  int64_t splits = 1;
 };
 
 // The rule moe_sum uses for a given top_k (spec 1.10: its own kernel for 2, 3 and 4).

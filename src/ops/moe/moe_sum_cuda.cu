@@ -16,8 +16,36 @@
 namespace fp8kit::ops {
 namespace {
 
-// V elements per thread (16 bytes when d allows it, else 1); flat index over m x d / V.
-template <typename T, bool kScalarAccumulate, int V>
+// The slot value (row `slot`, columns c .. c + V) of split-K partial sums: T(sum over splits, in
+// order) as a float.
+template <typename T, int V>
+__device__ __forceinline__ void split_values(const MoeSumArgs& a, int64_t slot, int64_t c, float (&v)[V]) {
+  const int64_t split_stride = a.m * a.top_k * a.d;
+  const float* p = a.partials + slot * a.d + c;
+#pragma unroll
+  for (int j = 0; j < V; ++j) v[j] = 0.0f;
+  for (int64_t s = 0; s < a.splits; ++s, p += split_stride) {
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+      for (int q = 0; q < V / 4; ++q) {
+        const float4 x = reinterpret_cast<const float4*>(p)[q];
+        v[4 * q] = __fadd_rn(v[4 * q], x.x);
+        v[4 * q + 1] = __fadd_rn(v[4 * q + 1], x.y);
+        v[4 * q + 2] = __fadd_rn(v[4 * q + 2], x.z);
+        v[4 * q + 3] = __fadd_rn(v[4 * q + 3], x.w);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] = __fadd_rn(v[j], p[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) v[j] = to_float(from_float<T>(v[j]));
+}
+
+// V elements per thread (16 bytes when d allows it, else 1); flat index over m x d / V. kSplits:
+// the slot values come from split-K partial sums (MoeSumArgs::partials).
+template <typename T, bool kScalarAccumulate, int V, bool kSplits>
 __global__ void moe_sum_kernel(const MoeSumArgs a) {
   struct alignas(sizeof(T) * V) Pack {
     T v[V];
@@ -32,10 +60,17 @@ __global__ void moe_sum_kernel(const MoeSumArgs a) {
     for (int j = 0; j < V; ++j) x[j] = 0.0f;
     const T* rows = in + t * a.top_k * a.d + c;
     for (int64_t k = 0; k < a.top_k; ++k) {
-      const Pack p = *reinterpret_cast<const Pack*>(rows + k * a.d);
+      float y[V];
+      if constexpr (kSplits) {
+        split_values<T, V>(a, t * a.top_k + k, c, y);
+      } else {
+        const Pack p = *reinterpret_cast<const Pack*>(rows + k * a.d);
+#pragma unroll
+        for (int j = 0; j < V; ++j) y[j] = to_float(p.v[j]);
+      }
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const float s = __fadd_rn(x[j], to_float(p.v[j]));
+        const float s = __fadd_rn(x[j], y[j]);
         x[j] = kScalarAccumulate ? to_float(from_float<T>(s)) : s;
       }
     }
@@ -46,28 +81,37 @@ __global__ void moe_sum_kernel(const MoeSumArgs a) {
   }
 }
 
-template <typename T, bool kScalarAccumulate>
+template <typename T, bool kScalarAccumulate, bool kSplits>
 void launch(const MoeSumArgs& a, cudaStream_t s) {
   constexpr int kVec = int(16 / sizeof(T));
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec = a.d % kVec == 0 && aligned(a.input) && aligned(a.out);
+  const bool vec = a.d % kVec == 0 && aligned(a.out) && (kSplits ? aligned(a.partials) : aligned(a.input));
   const int64_t total = a.m * (a.d / (vec ? kVec : 1));
   constexpr int kThreads = 256;
   const int64_t blocks = std::clamp<int64_t>((total + kThreads - 1) / kThreads, 1, 132 * 32);
   if (vec) {
-    moe_sum_kernel<T, kScalarAccumulate, kVec><<<unsigned(blocks), kThreads, 0, s>>>(a);
+    moe_sum_kernel<T, kScalarAccumulate, kVec, kSplits><<<unsigned(blocks), kThreads, 0, s>>>(a);
   } else {
-    moe_sum_kernel<T, kScalarAccumulate, 1><<<unsigned(blocks), kThreads, 0, s>>>(a);
+    moe_sum_kernel<T, kScalarAccumulate, 1, kSplits><<<unsigned(blocks), kThreads, 0, s>>>(a);
   }
   FP8KIT_CHECK_LAUNCH(s, "moe_sum_kernel");
+}
+
+template <typename T, bool kScalarAccumulate>
+void launch_splits(const MoeSumArgs& a, cudaStream_t s) {
+  if (a.partials != nullptr && a.splits > 1) {
+    launch<T, kScalarAccumulate, true>(a, s);
+  } else {
+    launch<T, kScalarAccumulate, false>(a, s);
+  }
 }
 
 template <typename T>
 void launch_dtype(const MoeSumArgs& a, cudaStream_t s) {
   if (a.accumulate_in_scalar) {
-    launch<T, true>(a, s);
+    launch_splits<T, true>(a, s);
   } else {
-    launch<T, false>(a, s);
+    launch_splits<T, false>(a, s);
   }
 }
 
