@@ -198,6 +198,10 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   const int num_k_tiles = kt0 >= all_k_tiles ? 0 : (all_k_tiles - kt0 < split_tiles ? all_k_tiles - kt0 : split_tiles);
   const int64_t kb_count = kBlock ? (g.k + g.block_k - 1) / g.block_k : 1;
   const int64_t nb_count = kBlock ? (g.n + g.block_n - 1) / g.block_n : 1;
+  // K tiles per K block of the scales (block_k is a multiple of 128): the scale block of tile t
+  // is t / tiles_per_kb, a 32-bit division (64-bit ones are subroutine calls, and decode tiles
+  // are short enough for them to show: 1.3-1.5x the per-tensor kernel's time per tile).
+  const uint32_t tiles_per_kb = kBlock ? uint32_t(g.block_k / kBK) : 1u;
 
   if (tid >= T::kConsumers) {
     if constexpr (T::kRegSplit) cuda::setmaxnreg_dec<40>();  // the consumers take the registers
@@ -238,7 +242,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
       }
       if constexpr (kBlock) {
         if (p < kBT) {
-          const int64_t kb = k0 / g.block_k;
+          const uint32_t kb = uint32_t(kt0 + kt) / tiles_per_kb;
           cuda::cp_async4(smem_u32(&s_ascale[stage][p]), as_src != nullptr ? as_src + kb : g.a_scale, as_src != nullptr);
         }
       }
@@ -260,15 +264,22 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   struct RowScales {
     float lo = 1.0f, hi = 1.0f;
   };
-  // Block: b_s[e, n / bn, kb] of this thread's rows for tile kt.
+  // Block: b_s[e, n / bn, kb] of this thread's rows for tile kt; the rows' scale rows are found
+  // once (nullptr: past n).
+  const float* bs_lo = nullptr;
+  const float* bs_hi = nullptr;
+  if constexpr (kBlock) {
+    const int64_t n_lo = n0 + row_lo, n_hi = n0 + row_hi;
+    const float* bs = g.b_scale + int64_t(expert) * nb_count * kb_count;
+    if (n_lo < g.n) bs_lo = bs + (n_lo / g.block_n) * kb_count;
+    if (n_hi < g.n) bs_hi = bs + (n_hi / g.block_n) * kb_count;
+  }
   auto row_scales = [&](int kt) {
     RowScales r;
     if constexpr (kBlock) {
-      const int64_t kb = int64_t(kt0 + kt) * kBK / g.block_k;
-      const int64_t n_lo = n0 + row_lo, n_hi = n0 + row_hi;
-      const float* bs = g.b_scale + int64_t(expert) * nb_count * kb_count + kb;
-      r.lo = n_lo < g.n ? __ldg(bs + (n_lo / g.block_n) * kb_count) : 0.0f;
-      r.hi = n_hi < g.n ? __ldg(bs + (n_hi / g.block_n) * kb_count) : 0.0f;
+      const uint32_t kb = uint32_t(kt0 + kt) / tiles_per_kb;
+      r.lo = bs_lo != nullptr ? __ldg(bs_lo + kb) : 0.0f;
+      r.hi = bs_hi != nullptr ? __ldg(bs_hi + kb) : 0.0f;
     }
     return r;
   };
