@@ -62,13 +62,23 @@ TEST(GroupedGemmChoice, ForcedBlocks) {
 
 TEST(GroupedGemmChoice, KSplitsFillTheGpuAtDecode) {
   // Mixtral-8x7B GEMM2 at M = 1: 3 token blocks x 64 weight tiles, 112 K tiles -> 3 splits.
-  EXPECT_EQ(choose_grouped_k_splits(3 * 64, 112, 132), 3);
+  EXPECT_EQ(choose_grouped_k_splits(3 * 64, 112, 132, true, nullptr), 3);
+  EXPECT_EQ(choose_grouped_k_splits(3 * 64, 112, 132, false, nullptr), 1);  // per-tensor: never chosen
   // Enough CTAs already (DeepSeek-V3 GEMM2 at M = 1: 9 x 112): no split.
-  EXPECT_EQ(choose_grouped_k_splits(9 * 112, 16, 132), 1);
+  EXPECT_EQ(choose_grouped_k_splits(9 * 112, 16, 132, true, ""), 1);
   // Each split keeps >= 8 K tiles: Qwen3-30B-A3B's K = 768 (6 tiles) is never split.
-  EXPECT_EQ(choose_grouped_k_splits(9 * 32, 6, 132), 1);
-  EXPECT_EQ(choose_grouped_k_splits(1, 24, 132), 3);
-  EXPECT_EQ(choose_grouped_k_splits(0, 24, 132), 1);
+  EXPECT_EQ(choose_grouped_k_splits(9 * 32, 6, 132, true, nullptr), 1);
+  EXPECT_EQ(choose_grouped_k_splits(1, 24, 132, true, nullptr), 3);
+  EXPECT_EQ(choose_grouped_k_splits(0, 24, 132, true, nullptr), 1);
+}
+
+TEST(GroupedGemmChoice, ForcedKSplits) {
+  EXPECT_EQ(choose_grouped_k_splits(3 * 64, 112, 132, true, "1"), 1);
+  EXPECT_EQ(choose_grouped_k_splits(3 * 64, 112, 132, false, "4"), 4);
+  EXPECT_EQ(choose_grouped_k_splits(3 * 64, 6, 132, true, "64"), 6);  // at most one a K tile
+  EXPECT_THROW(choose_grouped_k_splits(1, 8, 132, true, "0"), Error);
+  EXPECT_THROW(choose_grouped_k_splits(1, 8, 132, true, "65"), Error);
+  EXPECT_THROW(choose_grouped_k_splits(1, 8, 132, true, "2x"), Error);
 }
 
 }  // namespace

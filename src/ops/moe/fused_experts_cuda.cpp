@@ -8,6 +8,7 @@
 #include "ops/moe/fused_experts_cuda.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "core/check.h"
@@ -247,18 +248,18 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
       x2 = prepare_operand(a, c2, a.a2_scale, stream);
     }
 
-    // (6) GEMM2 -> C3, one A row per slot. Block-scaled decode on the wgmma kernel splits K where
-    // the grid is too small to keep the weights streaming (Mixtral-8x7B at M = 1: 1.16-1.24x the
-    // layer; per-tensor scales measured 0.98-0.99x, so they keep one split); moe_sum then adds
-    // the splits' f32 partial sums.
+    // (6) GEMM2 -> C3, one A row per slot. Decode on the wgmma kernel may split K where the grid
+    // is too small to keep the weights streaming (choose_grouped_k_splits); moe_sum then adds the
+    // splits' f32 partial sums.
     GroupedGemmArgs g2 = gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input);
     Tensor partials;
     if (sorted) {
       grouped_gemm_sm90_sorted(g2, true, s);
     } else {
-      if (kernel == GroupedKernel::kWgmma && r.block_m == 16 && a.block) {
+      if (kernel == GroupedKernel::kWgmma && r.block_m == 16) {
         const int64_t ctas = r.grid_m_blocks * ceil_div(h, 64);
-        g2.k_splits = choose_grouped_k_splits(ctas, ceil_div(inter, 128), get_cu_count(device.index));
+        g2.k_splits = choose_grouped_k_splits(ctas, ceil_div(inter, 128), get_cu_count(device.index), a.block,
+                                              std::getenv("FP8KIT_MOE_K_SPLITS"));
         if (g2.k_splits > 1) {
           partials = Tensor::empty({g2.k_splits, r.slots, h}, DType::kF32, device);
           g2.partials = static_cast<float*>(partials.data_ptr());

@@ -2,6 +2,7 @@
 #include "ops/moe/grouped_gemm_choice.h"
 
 #include <algorithm>
+#include <charconv>
 #include <string_view>
 
 #include "core/check.h"
@@ -27,8 +28,16 @@ int64_t choose_grouped_block_m(int64_t slots, int64_t global_num_experts, Groupe
   return slots <= 96 * global_num_experts ? 64 : 128;
 }
 
-int64_t choose_grouped_k_splits(int64_t ctas, int64_t k_tiles, int sms) {
-  if (ctas <= 0 || k_tiles <= 0 || sms <= 0) return 1;
+int64_t choose_grouped_k_splits(int64_t ctas, int64_t k_tiles, int sms, bool block, const char* forced) {
+  const std::string_view f = forced != nullptr ? forced : "";
+  if (!f.empty()) {
+    int64_t n = 0;
+    const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), n);
+    FP8KIT_CHECK_ARG(ec == std::errc() && end == f.data() + f.size() && n >= 1 && n <= 64,
+                     "FP8KIT_MOE_K_SPLITS={}: expected a count from 1 to 64", f);
+    return std::max<int64_t>(1, std::min(n, k_tiles));
+  }
+  if (!block || ctas <= 0 || k_tiles <= 0 || sms <= 0) return 1;
   const int64_t wanted = (4 * int64_t(sms) + ctas - 1) / ctas;
   const int64_t most = k_tiles / 8;
   return std::max<int64_t>(1, std::min(wanted, most));

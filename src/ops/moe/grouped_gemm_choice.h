@@ -28,11 +28,12 @@ GroupedKernel choose_grouped_kernel(ExpertQuant quant, int sm, const char* force
 // or 64. Other values of `forced` throw.
 int64_t choose_grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel, const char* forced);
 
-// K splits of the wgmma kernel's block-scaled decode GEMM2 (block_m 16): a grid of `ctas`
-// (token blocks x weight tiles, the host's upper bound) that would leave the multiprocessors
-// short of weight loads in flight is split in K until it has about 4 CTAs a multiprocessor (two
-// are resident at once), each split keeping at least 8 of the `k_tiles` 128-wide K tiles.
-// 1: no split.
-int64_t choose_grouped_k_splits(int64_t ctas, int64_t k_tiles, int sms);
+// K splits of the wgmma kernel's decode GEMM2 (block_m 16): a grid of `ctas` (token blocks x
+// weight tiles, the host's upper bound) that would leave the multiprocessors short of weight
+// loads in flight is split in K until it has about 4 CTAs a multiprocessor (two are resident at
+// once), each split keeping at least 8 of the `k_tiles` 128-wide K tiles; per-tensor scales
+// (`block` false) keep one split (measured no faster). `forced` = FP8KIT_MOE_K_SPLITS (a count
+// from 1 to 64, capped at k_tiles, for either scaling; null or empty: chosen). 1: no split.
+int64_t choose_grouped_k_splits(int64_t ctas, int64_t k_tiles, int sms, bool block, const char* forced);
 
 }  // namespace fp8kit::ops

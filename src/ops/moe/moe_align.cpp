@@ -56,6 +56,8 @@ MoeAlignResult moe_align_block_size(const Tensor& topk_ids, int64_t block_size, 
   a.expert_ids = static_cast<int32_t*>(r.expert_ids.data_ptr());
   a.num_blocks = num_blocks;
   a.num_tokens_post_padded = static_cast<int32_t*>(r.num_tokens_post_padded.data_ptr());
+  const Tensor scratch = device.is_cuda() ? Tensor::empty({kMoeAlignMaxWarps * num_experts}, DType::kI32, device) : Tensor();
+  if (scratch.defined()) a.warp_offsets = static_cast<int32_t*>(scratch.data_ptr());
   route(kOp, device, a, moe_align_ref, moe_align_cuda, stream);
   return r;
 }

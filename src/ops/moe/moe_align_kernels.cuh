@@ -1,11 +1,15 @@
-// __global__ kernel of moe_align_block_size (reference: moe_align_ref.cpp, same MoeAlignArgs).
-// One block does it all in one launch: each warp owns a contiguous range of the flat slots and
-// counts its experts into its own shared-memory histogram; the histograms become per-warp write
-// offsets and the padded segment starts (a scan over experts); then every warp places its slots,
-// 32 at a time, ranking equal experts inside the warp with __match_any_sync. Ranges ascend with
-// the warp index and ranks with the lane, so each segment lists its slots in ascending order, the
-// reference's order. Floor: numel * 4-8 bytes read twice plus max_padded * 4 written (< 1 MB at
-// M = 8192, topk = 8), i.e. latency-bound at a few microseconds.
+// __global__ kernels of moe_align_block_size (reference: moe_align_ref.cpp, same MoeAlignArgs).
+// moe_align_kernel, one block: each warp owns a contiguous range of the flat slots and counts its
+// experts into its own shared-memory histogram; the histograms become per-warp write offsets and
+// the padded segment starts (a scan over experts), with the expert of every block and the
+// padding sentinels. Then each range's slots are placed, 32 at a time, ranking equal experts
+// inside the warp with __match_any_sync: by the block's own warps (`place`), or, for many slots,
+// by moe_align_place_kernel, one block of one warp per range, from the offsets the first kernel
+// leaves in warp_offsets (one multiprocessor placing 32768 slots took ~35 us of the 48 a single
+// block needed). Ranges ascend with the warp index and ranks with the lane, so each segment lists
+// its slots in ascending order, the reference's order. The ids are read in chunks of 16 a lane,
+// all loads of a chunk in flight together. Floor: numel * 4-8 bytes read twice plus max_padded *
+// 4 written (< 1 MB at M = 8192, topk = 8), i.e. latency-bound at a few microseconds.
 // Tests: tests/gpu/test_moe_routing_cuda.cpp.
 #pragma once
 
@@ -16,10 +20,56 @@
 
 namespace fp8kit::ops::kernels {
 
+constexpr int kAlignIdsPerLane = 16;
+
+// The expert of slot i, -1 for an id out of range (the reference rejects those; skipped here).
+__device__ __forceinline__ int align_expert_at(const MoeAlignArgs& a, int i) {
+  const int64_t id = routing::load_index(a.topk_ids, a.ids_dtype, i);
+  return id >= 0 && id < a.num_experts ? int(id) : -1;
+}
+
+// The experts of slots base + 32 j + lane (j < kAlignIdsPerLane) below end, -1 past it.
+__device__ __forceinline__ void align_load_chunk(const MoeAlignArgs& a, int base, int end, int lane,
+                                                 int (&x)[kAlignIdsPerLane]) {
+#pragma unroll
+  for (int j = 0; j < kAlignIdsPerLane; ++j) {
+    const int i = base + 32 * j + lane;
+    x[j] = i < end ? align_expert_at(a, i) : -1;
+  }
+}
+
+// One warp places the slots [begin, end); next[x] is where its next slot of expert x goes.
+__device__ __forceinline__ void align_place_range(const MoeAlignArgs& a, int begin, int end, int lane, int32_t* next) {
+  constexpr unsigned kFull = 0xffffffffu;
+  for (int base = begin; base < end; base += 32 * kAlignIdsPerLane) {
+    int xs[kAlignIdsPerLane];
+    align_load_chunk(a, base, end, lane, xs);
+#pragma unroll
+    for (int j = 0; j < kAlignIdsPerLane; ++j) {
+      const int x = xs[j];
+      const unsigned peers = __match_any_sync(kFull, x);
+      if (x >= 0) {
+        const unsigned lower = peers & ((1u << lane) - 1u);
+        a.sorted_token_ids[next[x] + __popc(lower)] = base + 32 * j + lane;
+      }
+      __syncwarp();
+      if (x >= 0 && lane == __ffs(peers) - 1) next[x] += __popc(peers);
+      __syncwarp();
+    }
+  }
+}
+
+// The range of warp `warp` of `warps` over numel slots (both kernels split alike).
+__device__ __forceinline__ void align_range(int numel, int warp, int warps, int& begin, int& end) {
+  const int per_warp = ((numel + warps - 1) / warps + 31) / 32 * 32;
+  begin = min(numel, warp * per_warp);
+  end = min(numel, begin + per_warp);
+}
+
 // Shared memory: hist[warps][E] then start[E + 1], all i32.
 __host__ __device__ inline int64_t moe_align_shared_bytes(int64_t warps, int64_t e) { return (warps * e + e + 1) * 4; }
 
-__global__ void moe_align_kernel(MoeAlignArgs a) {
+__global__ void moe_align_kernel(MoeAlignArgs a, bool place) {
   extern __shared__ __align__(16) int32_t shared_i32[];
   constexpr unsigned kFull = 0xffffffffu;
   const int e = int(a.num_experts), bs = int(a.block_size), numel = int(a.numel);
@@ -30,15 +80,15 @@ __global__ void moe_align_kernel(MoeAlignArgs a) {
 
   for (int i = tid; i < warps * e; i += threads) hist[i] = 0;
   __syncthreads();
-  const int per_warp = ((numel + warps - 1) / warps + 31) / 32 * 32;
-  const int begin = min(numel, warp * per_warp), end = min(numel, begin + per_warp);
-  auto expert_at = [&](int i) -> int {
-    const int64_t id = routing::load_index(a.topk_ids, a.ids_dtype, i);
-    return id >= 0 && id < e ? int(id) : -1;  // bad ids are skipped (the reference rejects them)
-  };
-  for (int i = begin + lane; i < end; i += 32) {
-    const int x = expert_at(i);
-    if (x >= 0) atomicAdd(&hist[warp * e + x], 1);
+  int begin = 0, end = 0;
+  align_range(numel, warp, warps, begin, end);
+  for (int base = begin; base < end; base += 32 * kAlignIdsPerLane) {
+    int xs[kAlignIdsPerLane];
+    align_load_chunk(a, base, end, lane, xs);
+#pragma unroll
+    for (int j = 0; j < kAlignIdsPerLane; ++j) {
+      if (xs[j] >= 0) atomicAdd(&hist[warp * e + xs[j]], 1);
+    }
   }
   __syncthreads();
   for (int x = tid; x < e; x += threads) {
@@ -70,6 +120,10 @@ __global__ void moe_align_kernel(MoeAlignArgs a) {
 
   const int total = start[e];
   if (tid == 0) *a.num_tokens_post_padded = total;
+  for (int i = tid; i < warps * e; i += threads) {
+    hist[i] += start[i % e];  // now where the warp's next slot of the expert goes
+    if (!place) a.warp_offsets[i] = hist[i];
+  }
   for (int b = tid; b < int(a.num_blocks); b += threads) {
     const int pos = b * bs;
     int x = 0;
@@ -88,20 +142,21 @@ __global__ void moe_align_kernel(MoeAlignArgs a) {
     a.expert_ids[b] = a.expert_map != nullptr ? a.expert_map[x] : x;
   }
   for (int i = tid; i < int(a.max_padded); i += threads) a.sorted_token_ids[i] = numel;
+  if (!place) return;
   __syncthreads();  // the sentinel fill lands before the slots overwrite it
+  align_place_range(a, begin, end, lane, hist + warp * e);
+}
 
-  for (int base = begin; base < end; base += 32) {
-    const int i = base + lane;
-    const int x = i < end ? expert_at(i) : -1;
-    const unsigned peers = __match_any_sync(kFull, x);
-    if (x >= 0) {
-      const unsigned lower = peers & ((1u << lane) - 1u);
-      a.sorted_token_ids[start[x] + hist[warp * e + x] + __popc(lower)] = i;
-    }
-    __syncwarp();
-    if (x >= 0 && lane == __ffs(peers) - 1) hist[warp * e + x] += __popc(peers);
-    __syncwarp();
-  }
+// Block w (32 threads) places the slots of warp range w of moe_align_kernel (launched with as many
+// blocks as that kernel had warps), from warp_offsets[w * e + x] for expert x.
+__global__ void moe_align_place_kernel(MoeAlignArgs a) {
+  extern __shared__ __align__(16) int32_t next[];  // [e]
+  const int e = int(a.num_experts), lane = int(threadIdx.x), warp = int(blockIdx.x);
+  for (int x = lane; x < e; x += 32) next[x] = a.warp_offsets[warp * e + x];
+  __syncwarp();
+  int begin = 0, end = 0;
+  align_range(int(a.numel), warp, int(gridDim.x), begin, end);
+  align_place_range(a, begin, end, lane, next);
 }
 
 }  // namespace fp8kit::ops::kernels

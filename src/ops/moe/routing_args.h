@@ -77,6 +77,10 @@ struct MoeAlignArgs {
   int32_t* expert_ids = nullptr;  // [num_blocks] = ceil(max_padded / block_size)
   int64_t num_blocks = 0;
   int32_t* num_tokens_post_padded = nullptr;  // [1]
+  // CUDA scratch [kMoeAlignMaxWarps * num_experts] (moe_align_cuda.cu); the CPU reference ignores it.
+  int32_t* warp_offsets = nullptr;
 };
+
+inline constexpr int64_t kMoeAlignMaxWarps = 32;
 
 }  // namespace fp8kit::ops
