@@ -1,6 +1,6 @@
 // Argument block of fused_experts (include/fp8kit/ops/moe_experts.h), validated by
 // fused_experts.cpp. The CPU reference (fused_experts_ref.cpp) composes the quantization, GEMM,
-// activation and sum references on these tensors; a CUDA pipeline will take the same struct.
+// activation and sum references on these tensors; fused_experts_cuda.cpp takes the same struct.
 #pragma once
 
 #include <cstdint>
@@ -38,5 +38,19 @@ struct FusedExpertsArgs {
   bool apply_router_weight_on_input = false;
   int64_t chunk_size = 32768;  // tokens per chunk, >= 1
 };
+
+// Step 3 of the layer: the gated activation of C1 [rows, 2I] (contiguous rows) into C2 [rows, I].
+inline ActAndMulArgs gated_activation_args(const FusedExpertsArgs& a, const Tensor& c1, const Tensor& c2) {
+  ActAndMulArgs act;
+  act.rows = c1.size(0);
+  act.d = a.intermediate_size;
+  act.x = c1.data_ptr();
+  act.ldx = 2 * a.intermediate_size;
+  act.out = c2.data_ptr();
+  act.ldo = a.intermediate_size;
+  act.dtype = c1.dtype();
+  act.activation = a.activation;
+  return act;
+}
 
 }  // namespace fp8kit::ops

@@ -102,14 +102,7 @@ GroupedGemmArgs gemm_args(const FusedExpertsArgs& a, const Routing& r, const Ope
 ActQuantArgs act_quant_args(const FusedExpertsArgs& a, const Tensor& c1, const Tensor& y, const Tensor& q,
                             const Tensor& scale, const int32_t* rows_in_use) {
   ActQuantArgs aq;
-  aq.act.rows = c1.size(0);
-  aq.act.d = a.intermediate_size;
-  aq.act.x = c1.data_ptr();
-  aq.act.ldx = c1.stride(0);
-  aq.act.out = y.data_ptr();
-  aq.act.ldo = y.stride(0);
-  aq.act.dtype = c1.dtype();
-  aq.act.activation = a.activation;
+  aq.act = gated_activation_args(a, c1, y);
   aq.rows_in_use = rows_in_use;
   aq.scaling = a.block ? ActQuantScaling::kGroup128
                        : a.a2_scale.defined() ? ActQuantScaling::kStaticTensor : ActQuantScaling::kDynamicTensor;
@@ -235,16 +228,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
       act_and_quant_cuda(*act_quant, stream);
       x2 = fused_q2;
     } else {
-      ActAndMulArgs act;
-      act.rows = rows;
-      act.d = inter;
-      act.x = c1.data_ptr();
-      act.ldx = 2 * inter;
-      act.out = c2.data_ptr();
-      act.ldo = inter;
-      act.dtype = dtype;
-      act.activation = a.activation;
-      act_and_mul_cuda(act, stream);
+      act_and_mul_cuda(gated_activation_args(a, c1, c2), stream);
       x2 = prepare_operand(a, c2, a.a2_scale, stream);
     }
 

@@ -114,16 +114,7 @@ void fused_experts_ref(const FusedExpertsArgs& a) {
 
     // (3) activation -> C2 [slots, I]
     Tensor c2 = Tensor::empty({slots, inter}, dtype);
-    ActAndMulArgs act;
-    act.rows = slots;
-    act.d = inter;
-    act.x = c1.data_ptr();
-    act.ldx = 2 * inter;
-    act.out = c2.data_ptr();
-    act.ldo = inter;
-    act.dtype = dtype;
-    act.activation = a.activation;
-    act_and_mul_ref(act);
+    act_and_mul_ref(gated_activation_args(a, c1, c2));
 
     // (4) quantize C2 over the whole chunk; (5) GEMM2 -> C3 [slots, H], one A row per slot.
     const Operand x2 = prepare_operand(a, c2, a.a2_scale);
