@@ -40,7 +40,10 @@ constexpr ScalingInfo kScalings[] = {
     {"block", "scaled_mm, 1x128 act groups (column-major scales) x 128x128 weight blocks, bf16 out"},
     {"bf16", "bf16 x bf16 -> bf16, cuBLASLt, f32 accumulation"},
     {"weight_only", "weight_only_mm (W8A16): bf16 x e4m3 weights, per-channel scales, bf16 out"},
+    {"weight_only_block", "weight_only_mm (W8A16): bf16 x e4m3 weights, 128x128 block scales, bf16 out"},
 };
+
+bool is_weight_only(const std::string& key) { return key == "weight_only" || key == "weight_only_block"; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -171,6 +174,21 @@ Plan make_plan(const std::string& key, const WeightInputs& w, const ActInputs& a
       return to_doubles(ops::weight_only_mm(a.abf[0].narrow(0, r0, nr).to(cpu), w.w8[0].narrow(0, c0, nc).to(cpu),
                                             w.sb_channel_h.narrow(0, c0, nc)));
     };
+  } else if (key == "weight_only_block") {
+    p.run = [&w, &a, st](int i) {
+      ops::WeightOnlyMmOptions o;
+      o.block = std::pair<int64_t, int64_t>{kBlock, kBlock};
+      o.output = a.out[size_t(i)];
+      o.stream = st;
+      ops::weight_only_mm(a.abf[size_t(i)], w.w8[size_t(i)].t(), w.sb_block, o);
+    };
+    p.reference = [&w, &a, cpu](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+      ops::WeightOnlyMmOptions o;
+      o.block = std::pair<int64_t, int64_t>{kBlock, kBlock};
+      const Tensor sb = w.sb_block_h.narrow(0, c0 / kBlock, ceil_div(nc, kBlock));
+      return to_doubles(
+          ops::weight_only_mm(a.abf[0].narrow(0, r0, nr).to(cpu), w.w8[0].narrow(0, c0, nc).to(cpu), sb, o));
+    };
   } else {
     throw std::runtime_error("unknown scaling " + key);
   }
@@ -296,7 +314,7 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
         if (!config.filter.empty() && case_name(key, shape, m).find(config.filter) == std::string::npos) continue;
         // Weight-only FP8 serves GPUs without FP8 tensor cores; on the H200 its decode sizes are what
         // PERF_TARGETS judges (>= 1.7x the BF16 GEMM), and its CUDA-core prefill path is slow.
-        if (key == "weight_only" && m > kWeightOnlyMaxM) continue;
+        if (is_weight_only(key) && m > kWeightOnlyMaxM) continue;
         wanted.push_back(s);
         (key == "bf16" ? need_bf16 : need_fp8) = true;
       }
@@ -340,7 +358,7 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
         const std::string key = kScalings[s].key;
         if (key == "per_tensor" || key == "per_token_channel") need_a8 = true;
         if (key == "block") need_abf = need_block = true;
-        if (key == "bf16" || key == "weight_only") need_abf = true;
+        if (key == "bf16" || is_weight_only(key)) need_abf = true;
       }
       const double case_bytes = double(n) * k + double(m) * k + 2.0 * m * n;
       const int copies = static_cast<int>(std::clamp(std::ceil(2.0 * l2_bytes_ / case_bytes), 1.0, double(copies_w)));
@@ -388,16 +406,18 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
         r.flops = 2.0 * double(m) * double(n) * double(k);
         r.weight_bytes = (bf16 ? 2.0 : 1.0) * double(n) * double(k);
         const double mk = double(m) * k, mn = double(m) * n;
-        if (bf16 || r.scaling == "weight_only") {
-          r.min_bytes = 2.0 * mk + r.weight_bytes + 2.0 * mn + (bf16 ? 0.0 : 4.0 * double(n));
+        if (bf16 || is_weight_only(r.scaling)) {
+          const double scale_bytes = r.scaling == "weight_only_block" ? 4.0 * double(ceil_div(n, kBlock)) * double(k / kBlock)
+                                                                      : 4.0 * double(n);
+          r.min_bytes = 2.0 * mk + r.weight_bytes + 2.0 * mn + (bf16 ? 0.0 : scale_bytes);
         } else {
           double scale_bytes = 8;
           if (r.scaling == "per_token_channel") scale_bytes = 4.0 * double(m + n);
           if (r.scaling == "block") scale_bytes = 4.0 * (double(m) + double(ceil_div(n, kBlock))) * double(k / kBlock);
           r.min_bytes = mk + r.weight_bytes + 2.0 * mn + scale_bytes;
         }
-        r.peak_tflops = bf16 || r.scaling == "weight_only" ? kBf16PeakTflops : kFp8PeakTflops;
-        const bool big_weight = double(n) * double(k) >= kLargeWeightBytes && r.scaling != "weight_only";
+        r.peak_tflops = bf16 || is_weight_only(r.scaling) ? kBf16PeakTflops : kFp8PeakTflops;
+        const bool big_weight = double(n) * double(k) >= kLargeWeightBytes && !is_weight_only(r.scaling);
         if (!bf16 && big_weight && m >= kLargeMinM) r.target = fmt::format(">={:.0f} TF/s", kLargeTargetTflops);
         if (!bf16 && big_weight && m <= kDecodeMaxM) r.target = fmt::format(">={:.0f}% copy", kDecodeTargetPctCopy);
         try {

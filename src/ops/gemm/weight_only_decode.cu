@@ -41,13 +41,6 @@ __device__ __forceinline__ float2 decode2(uint16_t pair) {
   return make_float2(__half2float(__half(__half_raw{h.x})), __half2float(__half(__half_raw{h.y})));
 }
 
-__device__ __forceinline__ float scale_of(const WeightOnlyMmArgs& a, int64_t row, int64_t k) {
-  switch (a.scale_kind) {
-    case ScaleKind::kTensor: return a.scale[0];
-    case ScaleKind::kRow: return a.scale[row];
-    default: return a.scale[(row / a.block_n) * a.s_row_stride + (k / a.block_k) * a.s_col_stride];
-  }
-}
 
 template <typename T, int kM>
 __global__ void __launch_bounds__(kWarps * 32) weight_only_decode_kernel(const WeightOnlyMmArgs a) {
@@ -55,6 +48,18 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_decode_kernel(const W
   const int64_t row0 = (int64_t(blockIdx.x) * kWarps + threadIdx.x / 32) * kRows;
   if (row0 >= a.n) return;
   const T* x = static_cast<const T*>(a.x);
+  // Each row's scale (per tensor, per row) or its row of block scales, found once; a step's K
+  // block by a 32-bit division (64-bit divisions are subroutine calls, two a row and step before).
+  const bool block = a.scale_kind == ScaleKind::kBlock;
+  const uint32_t block_k = uint32_t(a.block_k);
+  const float* s_rows[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t row = row0 + r < a.n ? row0 + r : row0;
+    s_rows[r] = a.scale_kind == ScaleKind::kTensor ? a.scale
+                : a.scale_kind == ScaleKind::kRow  ? a.scale + row
+                                                   : a.scale + (row / a.block_n) * a.s_row_stride;
+  }
   float acc[kRows][kM] = {};
   for (int64_t k_base = 0; k_base < a.k; k_base += int64_t(kSteps) * kWarpK) {
     uint4 w[kRows][kSteps];
@@ -76,7 +81,9 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_decode_kernel(const W
       float wd[kRows][kLaneK];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        const float sc = (row0 + r < a.n && k_valid) ? scale_of(a, row0 + r, k) : 0.0f;
+        const float sc = !(row0 + r < a.n && k_valid) ? 0.0f
+                         : block                        ? s_rows[r][int64_t(uint32_t(k) / block_k) * a.s_col_stride]
+                                                        : *s_rows[r];
         const uint32_t words[4] = {w[r][s].x, w[r][s].y, w[r][s].z, w[r][s].w};
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
@@ -150,8 +157,8 @@ void launch(const WeightOnlyMmArgs& a, cudaStream_t s) {
 
 bool weight_only_decode_serves(const WeightOnlyMmArgs& a) {
   const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return a.m >= 1 && a.m <= kWeightOnlyDecodeMaxM && a.k % kLaneK == 0 && a.ldw % 16 == 0 && aligned16(a.w) &&
-         a.ldx % 8 == 0 && aligned16(a.x) &&
+  return a.m >= 1 && a.m <= kWeightOnlyDecodeMaxM && a.k % kLaneK == 0 && a.k <= 0x7fffffff && a.ldw % 16 == 0 &&
+         aligned16(a.w) && a.ldx % 8 == 0 && aligned16(a.x) &&
          (a.scale_kind != ScaleKind::kBlock || a.block_k % kLaneK == 0);
 }
 

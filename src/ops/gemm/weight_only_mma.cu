@@ -90,10 +90,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
 #endif
 }
 
-__device__ __forceinline__ float block_scale(const WeightOnlyMmArgs& a, int64_t row, int64_t k) {
-  return a.scale[(row / a.block_n) * a.s_row_stride + (k / a.block_k) * a.s_col_stride];
-}
-
 template <typename Tag, int kTiles, bool kBlock>
 __global__ void __launch_bounds__(kWarps * 32) weight_only_mma_kernel(const WeightOnlyMmArgs a, int64_t k_slice) {
   using T = typename Tag::Storage;
@@ -105,6 +101,15 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_mma_kernel(const Weig
   const uint8_t* w_lo = a.w + (lo_ok ? row_lo : 0) * a.ldw + 16 * t;
   const uint8_t* w_hi = a.w + (hi_ok ? row_hi : 0) * a.ldw + 16 * t;
   const T* x = static_cast<const T*>(a.x);
+  // Block scales: the two rows' scale rows, found once; a chunk's K block by a 32-bit division
+  // (64-bit divisions are subroutine calls, four a chunk before).
+  const float* s_row_lo = nullptr;
+  const float* s_row_hi = nullptr;
+  if constexpr (kBlock) {
+    if (lo_ok) s_row_lo = a.scale + (row_lo / a.block_n) * a.s_row_stride;
+    if (hi_ok) s_row_hi = a.scale + (row_hi / a.block_n) * a.s_row_stride;
+  }
+  const uint32_t block_k = uint32_t(a.block_k);
 
   float acc[kTiles][4] = {};
   const int64_t k_begin = int64_t(warp) * k_slice, k_end = k_begin + k_slice < a.k ? k_begin + k_slice : a.k;
@@ -142,7 +147,8 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_mma_kernel(const Weig
       }
     }
     if constexpr (kBlock) {  // acc += s_w[n / bn, k / bk] * partial of this chunk (block_k % 64 == 0)
-      const float s_lo = lo_ok ? block_scale(a, row_lo, k0) : 0.0f, s_hi = hi_ok ? block_scale(a, row_hi, k0) : 0.0f;
+      const int64_t kb = int64_t(uint32_t(k0) / block_k) * a.s_col_stride;
+      const float s_lo = lo_ok ? s_row_lo[kb] : 0.0f, s_hi = hi_ok ? s_row_hi[kb] : 0.0f;
 #pragma unroll
       for (int tile = 0; tile < kTiles; ++tile) {
         acc[tile][0] = __fmaf_rn(s_lo, part[tile][0], acc[tile][0]);
@@ -228,7 +234,7 @@ bool weight_only_mma_serves(const WeightOnlyMmArgs& a, int device) {
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return major >= 8 && a.m >= 1 && a.m <= kWeightOnlyMmaMaxM && a.k % 16 == 0 && a.ldw % 16 == 0 && aligned16(a.w) &&
-         a.ldx % 8 == 0 && aligned16(a.x) && a.n <= int64_t(16) * 0x7fffffff &&
+         a.ldx % 8 == 0 && aligned16(a.x) && a.n <= int64_t(16) * 0x7fffffff && a.k <= 0x7fffffff &&
          (a.scale_kind != ScaleKind::kBlock || (a.block_k % kChunk == 0 && a.block_n > 0));
 }
 
