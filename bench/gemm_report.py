@@ -252,14 +252,14 @@ def bf16_table(fp_cases, torch_cases, out, summary):
 WEIGHT_ONLY_VS_BF16 = 1.7   # weight-only decode (M <= 16) over the BF16 GEMM of the same shape
 
 
-def weight_only_table(fp_cases, torch_cases, out, summary):
+def weight_only_table(scaling, fp_cases, torch_cases, out, summary):
     bf16 = {(c["shape"], c["m"]): c for c in fp_cases if c["scaling"] == "bf16" and "error" not in c}
     rows = ["| model | N x K | M | fp8kit weight-only µs | weight TB/s | % copy | bf16 µs (fastest of cuBLASLt, "
             "torch.matmul) | speedup over bf16 | target | verdict |",
             "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
     speedups, verdicts = [], []
     for c in fp_cases:
-        if c["scaling"] != "weight_only":
+        if c["scaling"] != scaling:
             continue
         if "error" in c:
             rows.append(error_row(c, 10))
@@ -285,10 +285,12 @@ def weight_only_table(fp_cases, torch_cases, out, summary):
     if len(rows) == 2:
         return
     g = geomean(speedups)
-    out += ["### Weight-only FP8 (W8A16, weight_only_mm) vs the BF16 GEMM of the same shape", "", *rows, "",
+    scales = "128 x 128 block" if scaling == "weight_only_block" else "per-channel"
+    out += [f"### Weight-only FP8 (W8A16, weight_only_mm, {scales} scales) vs the BF16 GEMM of the same shape", "",
+            *rows, "",
             (f"Geometric mean speedup over bf16: {g:.3f}x ({len(speedups)} cases)" if g else "No bf16 reference")
             + "; " + counts(verdicts) + ".", ""]
-    summary.append(("weight_only", g, len(speedups), min(speedups or [0]) or None, counts(verdicts)))
+    summary.append((scaling, g, len(speedups), min(speedups or [0]) or None, counts(verdicts)))
 
 
 def report(fp, th):
@@ -315,7 +317,8 @@ def report(fp, th):
     dense_table("per_token_channel", fp_cases, torch_cases, out, summary)
     block_table(fp_cases, torch_cases, out, summary)
     bf16_table(fp_cases, torch_cases, out, summary)
-    weight_only_table(fp_cases, torch_cases, out, summary)
+    weight_only_table("weight_only", fp_cases, torch_cases, out, summary)
+    weight_only_table("weight_only_block", fp_cases, torch_cases, out, summary)
     out.append("Columns: *fp8kit µs* median time of one scaled_mm call (CUDA events around it, L2 flushed before); "
                "*TFLOP/s* 2MNK / time; *weight TB/s* N*K weight bytes (2*N*K for bf16) / time, the decode figure "
                "of merit; *% copy* that over the copy ceiling; *speedup* torch µs / fp8kit µs. Targets "
@@ -327,7 +330,8 @@ def report(fp, th):
     out.append("| scaling | geometric mean speedup | cases | lowest | verdicts |")
     out.append("|---|---:|---:|---:|---|")
     for scaling, g, n, low, verdicts in summary:
-        peer = {"block": "torch cuBLASLt block (else Triton)", "weight_only": "bf16 GEMM"}.get(scaling, "torch")
+        peer = {"block": "torch cuBLASLt block (else Triton)", "weight_only": "bf16 GEMM",
+                "weight_only_block": "bf16 GEMM"}.get(scaling, "torch")
         out.append(f"| {scaling} (vs {peer}) | {format(g, '.3f') + 'x' if g else '-'} | {n} "
                    f"| {format(low, '.2f') + 'x' if low else '-'} | {verdicts} |")
     failed = [c for c in torch_cases if "error" in c]
