@@ -2,7 +2,8 @@
 // (src/ops/activation/activation_ref.cpp, src/ops/moe/moe_sum_ref.cpp): every dtype, ragged and
 // vector-friendly widths, strided rows, poisoned outputs.
 // moe_sum is bit-exact. The activations are bit-exact but for the f32 transcendental: the kernel
-// evaluates exp / erf in double and rounds to float (the correctly rounded value), glibc's
+// gives the results of exp / erf evaluated in double and rounded to float (the correctly rounded
+// value; SiLU takes a fast f32 path only where it yields the same result), glibc's
 // expf / erff are within about 1 ulp of it, so an f32 activation may differ by one ulp; a 16-bit
 // result then differs (by one ulp of T) only next to a rounding midpoint of T, and an f32 result
 // by a few ulp. The checks allow exactly that: 16-bit results within 1 ulp of T on at most 0.1%
