@@ -127,7 +127,7 @@ inline std::vector<double> oracle_gemm(const Problem& p, const OracleOptions& o,
           double partial = 0;
           for (int64_t c = b * bk; c < std::min(k, (b + 1) * bk); ++c) partial += aq->q[size_t(row * k + c)] * wv(c);
           const float as = aq->scale[size_t(row * kb + b)], bs = ws[size_t((e * nb + j / bn) * kb + b)];
-          acc_f += float(partial) * as * bs;
+          acc_f = std::fma(float(partial) * as, bs, acc_f);  // Triton's order, FP contraction on
           acc += partial * as * bs;
         }
         if (spec) acc = acc_f;

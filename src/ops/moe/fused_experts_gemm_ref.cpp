@@ -1,6 +1,9 @@
 // CPU reference of the fused MoE's grouped GEMM (fused_experts_gemm_ref.h); slots in parallel.
 #include "ops/moe/fused_experts_gemm_ref.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/check.h"
 #include "core/parallel.h"
 #include "fp8kit/fp8.h"
@@ -73,7 +76,9 @@ void expert_gemm_ref(const ExpertGemmArgs& g) {
             const float partial = float(dot(a_row, b_row, k0, k1));
             const float a_s = g.a_scale[row * kb_count + kb];
             const float b_s = g.b_scale[(e * nb_count + j / g.block_n) * kb_count + kb];
-            acc += partial * a_s * b_s;
+            // Triton's order with its default FP contraction (spec 1.10): the product with a_s
+            // rounded, the one with b_s fused into the add.
+            acc = std::fma(partial * a_s, b_s, acc);
           }
         } else {
           acc = float(dot(a_row, b_row, 0, g.k));

@@ -96,10 +96,10 @@ __global__ void grouped_gemm_simt_kernel(const GroupedGemmArgs g) {
       const int depth = k_end - k0 < kDepth ? int(k_end - k0) : kDepth;
       for (int c = 0; c < depth; ++c) part = __fmaf_rn(a_tile[ty][c], b_tile[tx][c], part);
     }
-    if (fp8 && g.block) {  // acc += (partial * a_s[row, kb]) * b_s[e, n / bn, kb]
+    if (fp8 && g.block) {  // acc = fma(partial * a_s[row, kb], b_s[e, n / bn, kb], acc)
       const float as = a_row[ty] >= 0 ? g.a_scale[a_row[ty] * kb_count + kb] : 0.0f;
       const float bs = col < g.n ? g.b_scale[(int64_t(expert) * nb_count + col / g.block_n) * kb_count + kb] : 0.0f;
-      acc = __fadd_rn(acc, __fmul_rn(__fmul_rn(part, as), bs));
+      acc = __fmaf_rn(__fmul_rn(part, as), bs, acc);
       part = 0.0f;
     }
   }

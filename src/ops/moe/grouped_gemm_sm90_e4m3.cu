@@ -26,7 +26,7 @@
 //
 // Epilogue (the reference's order, every step an explicit f32 rounding):
 //   per-tensor: acc (f32 over all K); acc *= w[slot] if routed; acc = (acc * a_scale) * b_scale[e]
-//   block:      acc += (partial_kb * a_s[row, kb]) * b_s[e, n / bn, kb] per K block; acc *= w[slot]
+//   block:      acc = fma(partial_kb * a_s[row, kb], b_s[e, n / bn, kb], acc) per K block; acc *= w[slot]
 // then rounded to the output dtype and stored at row `slot`. Expert -1 stores zeros.
 #include <cuda_runtime.h>
 
@@ -259,14 +259,14 @@ __global__ void __launch_bounds__(GroupedTraits<BM>::kThreads)
     }
 
     if constexpr (kBlock) {
-      if (promote) {  // acc += (partial * a_s[row, kb]) * b_s[e, n / bn, kb]
+      if (promote) {  // acc = fma(partial * a_s[row, kb], b_s[e, n / bn, kb], acc)
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
           for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-              acc[mt][nt][i] = __fadd_rn(acc[mt][nt][i], __fmul_rn(__fmul_rn(part[mt][nt][i], sa[mt][i / 2]), sb[nt][i % 2]));
+              acc[mt][nt][i] = __fmaf_rn(__fmul_rn(part[mt][nt][i], sa[mt][i / 2]), sb[nt][i % 2], acc[mt][nt][i]);
               part[mt][nt][i] = 0.0f;
             }
           }

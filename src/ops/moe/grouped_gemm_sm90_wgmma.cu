@@ -33,7 +33,7 @@
 //
 // Epilogue (the reference's order, every step an explicit f32 rounding):
 //   per-tensor: acc (f32, sum of tiles); acc *= w[slot] if routed; acc = (acc * a_scale) * b_scale[e]
-//   block:      acc += (partial_kt * a_s[row, kb]) * b_s[e, n / bn, kb] per 128-wide K tile kt of K
+//   block:      acc = fma(partial_kt * a_s[row, kb], b_s[e, n / bn, kb], acc) per 128-wide K tile kt of K
 //               block kb (the reference's per-block order for 128-wide blocks; a wider block is
 //               promoted tile by tile with its scales); acc *= w[slot]
 // then rounded to the output dtype and stored at row `slot`. Expert -1 stores zeros.
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     }
     cuda::wgmma_commit();
   };
-  // Tile kt's product is complete: acc += part (block: acc += (part * a_s[row, kb]) * b_s[e, n / bn, kb]),
+  // Tile kt's product is complete: acc += part (block: acc = fma(part * a_s[row, kb], b_s[e, n / bn, kb], acc)),
   // then the stage goes back to the producer.
   auto retire = [&](float (&part)[kFrag], int kt, RowScales sb) {
     const int stage = kt % kS;
@@ -307,10 +307,10 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
 #pragma unroll
       for (int j = 0; j < kBT / 8; ++j) {
         const float sa0 = s_ascale[stage][8 * j + 2 * lt], sa1 = s_ascale[stage][8 * j + 2 * lt + 1];
-        acc[4 * j + 0] = __fadd_rn(acc[4 * j + 0], __fmul_rn(__fmul_rn(part[4 * j + 0], sa0), sb.lo));
-        acc[4 * j + 1] = __fadd_rn(acc[4 * j + 1], __fmul_rn(__fmul_rn(part[4 * j + 1], sa1), sb.lo));
-        acc[4 * j + 2] = __fadd_rn(acc[4 * j + 2], __fmul_rn(__fmul_rn(part[4 * j + 2], sa0), sb.hi));
-        acc[4 * j + 3] = __fadd_rn(acc[4 * j + 3], __fmul_rn(__fmul_rn(part[4 * j + 3], sa1), sb.hi));
+        acc[4 * j + 0] = __fmaf_rn(__fmul_rn(part[4 * j + 0], sa0), sb.lo, acc[4 * j + 0]);
+        acc[4 * j + 1] = __fmaf_rn(__fmul_rn(part[4 * j + 1], sa1), sb.lo, acc[4 * j + 1]);
+        acc[4 * j + 2] = __fmaf_rn(__fmul_rn(part[4 * j + 2], sa0), sb.hi, acc[4 * j + 2]);
+        acc[4 * j + 3] = __fmaf_rn(__fmul_rn(part[4 * j + 3], sa1), sb.hi, acc[4 * j + 3]);
       }
     } else {
 #pragma unroll
