@@ -224,10 +224,10 @@ Timing time_gemm1(const Model& model, const Weights& w, bool block, const Tensor
   g.a_scale = static_cast<const float*>(q.scale.data_ptr());
   g.b_scale = static_cast<const float*>((block ? w.w1_scale_block : w.w1_scale_tensor).data_ptr());
   g.c = c1.data_ptr(), g.c_dtype = DType::kBF16, g.ldc = c1.stride(0);
-  if (kernel == ops::GroupedKernel::kWgmma && block_m == 128 && ops::grouped_gemm_sm90_sorted_rejects(g, 0).empty()) {
+  if (kernel == ops::GroupedKernel::kWgmma && block_m >= 64 && ops::grouped_gemm_sm90_sorted_rejects(g, 0).empty()) {
     // fused_experts' prefill path: the rows gathered into sorted order once (not timed), then
     // the TMA-fed kernel writing the sorted intermediate.
-    const int64_t rows = g.grid_m_blocks * 128;
+    const int64_t rows = g.grid_m_blocks * block_m;
     const Tensor xs = Tensor::empty({rows, model.h}, q.q.dtype(), Device::cuda(0));
     const Tensor scale_s = block ? Tensor::empty({rows, q.scale.size(1)}, DType::kF32, Device::cuda(0)) : q.scale;
     const Tensor c1s = Tensor::empty({rows, 2 * model.inter}, DType::kBF16, Device::cuda(0));

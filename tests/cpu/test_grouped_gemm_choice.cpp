@@ -38,12 +38,13 @@ TEST(GroupedGemmChoice, ForcedKernels) {
 }
 
 TEST(GroupedGemmChoice, BlockGrowsWithTokensPerExpert) {
-  // wgmma: <= 24 slots an expert on average -> 16, <= 96 -> 64, more -> 128.
+  // wgmma: <= 12 slots an expert on average -> 16, <= 384 -> 64, more -> 128.
   EXPECT_EQ(choose_grouped_block_m(2, 8, GroupedKernel::kWgmma, nullptr), 16);           // Mixtral decode
-  EXPECT_EQ(choose_grouped_block_m(24 * 8, 8, GroupedKernel::kWgmma, nullptr), 16);
-  EXPECT_EQ(choose_grouped_block_m(24 * 8 + 1, 8, GroupedKernel::kWgmma, nullptr), 64);
-  EXPECT_EQ(choose_grouped_block_m(96 * 128, 128, GroupedKernel::kWgmma, nullptr), 64);
-  EXPECT_EQ(choose_grouped_block_m(96 * 128 + 1, 128, GroupedKernel::kWgmma, nullptr), 128);
+  EXPECT_EQ(choose_grouped_block_m(12 * 8, 8, GroupedKernel::kWgmma, nullptr), 16);
+  EXPECT_EQ(choose_grouped_block_m(12 * 8 + 1, 8, GroupedKernel::kWgmma, nullptr), 64);
+  EXPECT_EQ(choose_grouped_block_m(32768, 256, GroupedKernel::kWgmma, nullptr), 64);     // DeepSeek-V3 M = 4096
+  EXPECT_EQ(choose_grouped_block_m(384 * 128, 128, GroupedKernel::kWgmma, nullptr), 64);
+  EXPECT_EQ(choose_grouped_block_m(384 * 128 + 1, 128, GroupedKernel::kWgmma, nullptr), 128);
   EXPECT_EQ(choose_grouped_block_m(8192, 8, GroupedKernel::kWgmma, nullptr), 128);       // Mixtral M = 4096
   // mma.sync and CUDA cores: <= 32 -> 16, else 64 (never 128).
   for (const GroupedKernel k : {GroupedKernel::kMma, GroupedKernel::kSimt}) {

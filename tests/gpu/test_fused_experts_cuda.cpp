@@ -355,9 +355,6 @@ TEST(FusedExpertsCuda, BothGroupedGemmsAndBlockSizes) {
   }
 }
 
-// The prefill path on sm_90 (blocks of 128): rows gathered into sorted order, both GEMMs fed by
-// TMA, C1 / C2 sorted, GEMM2 scattering to the slots. Forced to 128 on small problems so that
-// padding rows, idle and other ranks' experts, chunks and every epilogue variant go through it.
 // Block-scaled decode with a long intermediate and few weight tiles: GEMM2 splits K on the wgmma
 // kernel (choose_grouped_k_splits: I = 2048 -> 2 splits, 3072 -> 3 at these sizes) and moe_sum
 // adds the splits' partial sums.
@@ -372,20 +369,26 @@ TEST(FusedExpertsCuda, SplitKDecode) {
   check([&] { MoeCase x = c; x.name = "split K f16 on input"; x.m = 2; x.inter = 3072; x.dtype = DType::kF16; x.on_input = true; return x; }());
 }
 
+// The prefill path on sm_90 (blocks of 64 or 128): rows gathered into sorted order, both GEMMs
+// fed by TMA (64 x 256 or 128 x 128 tiles), C1 / C2 sorted, GEMM2 scattering to the slots. Forced
+// on small problems so that padding rows, idle and other ranks' experts, chunks, N tails (a 64 x
+// 256 tile whose second half lies past N) and every epilogue variant go through it.
 TEST(FusedExpertsCuda, SortedPrefillPath) {
-  MoeCase c;
-  c.block_m = "128";
-  check([&] { MoeCase x = c; x.name = "sorted grid per-tensor static"; x.grid = true; x.h = 128; x.inter = 64; x.m = 33; x.a1 = 1.0f / 64; x.a2 = 64.0f; return x; }());
-  check([&] { MoeCase x = c; x.name = "sorted grid block 128"; x.grid = true; x.m = 300; x.h = 384; x.inter = 256; x.block = kBlock128; return x; }());
-  check([&] { MoeCase x = c; x.name = "sorted per-tensor"; x.m = 600; return x; }());
-  check([&] { MoeCase x = c; x.name = "sorted per-tensor N and K tails"; x.m = 600; x.h = 336; x.inter = 208; return x; }());
-  check([&] { MoeCase x = c; x.name = "sorted block f16 gelu"; x.m = 129; x.e = 64; x.top_k = 8; x.gelu = true; x.dtype = DType::kF16; x.h = 384; x.inter = 256; x.block = kBlock128; return x; }());
-  check([&] { MoeCase x = c; x.name = "f32 (no fused activation: the gathering kernels)"; x.m = 64; x.dtype = DType::kF32; return x; }());
-  check([&] { MoeCase x = c; x.name = "sorted expert parallel static"; x.m = 129; x.e = 64; x.top_k = 8; x.ep_size = 4; x.ep_rank = 1; x.a1 = 0.012f; x.a2 = 0.02f; return x; }());
-  check([&] { MoeCase x = c; x.name = "sorted expert parallel block"; x.m = 64; x.ep_size = 2; x.ep_rank = 1; x.block = kBlock128; return x; }());
-  check([&] { MoeCase x = c; x.name = "sorted idle experts"; x.m = 129; x.e = 64; x.top_k = 8; x.used_experts = 20; return x; }());
-  check([&] { MoeCase x = c; x.name = "sorted router weight on input block"; x.m = 64; x.on_input = true; x.block = kBlock128; return x; }());
-  check([&] { MoeCase x = c; x.name = "sorted inplace, chunks"; x.m = 129; x.chunk = 50; x.inplace = true; x.e = 64; x.top_k = 8; return x; }());
+  for (const char* block_m : {"128", "64"}) {
+    MoeCase c;
+    c.block_m = block_m;
+    check([&] { MoeCase x = c; x.name = "sorted grid per-tensor static"; x.grid = true; x.h = 128; x.inter = 64; x.m = 33; x.a1 = 1.0f / 64; x.a2 = 64.0f; return x; }());
+    check([&] { MoeCase x = c; x.name = "sorted grid block 128"; x.grid = true; x.m = 300; x.h = 384; x.inter = 256; x.block = kBlock128; return x; }());
+    check([&] { MoeCase x = c; x.name = "sorted per-tensor"; x.m = 600; return x; }());
+    check([&] { MoeCase x = c; x.name = "sorted per-tensor N and K tails"; x.m = 600; x.h = 336; x.inter = 208; return x; }());
+    check([&] { MoeCase x = c; x.name = "sorted block f16 gelu"; x.m = 129; x.e = 64; x.top_k = 8; x.gelu = true; x.dtype = DType::kF16; x.h = 384; x.inter = 256; x.block = kBlock128; return x; }());
+    check([&] { MoeCase x = c; x.name = "f32 (no fused activation: the gathering kernels)"; x.m = 64; x.dtype = DType::kF32; return x; }());
+    check([&] { MoeCase x = c; x.name = "sorted expert parallel static"; x.m = 129; x.e = 64; x.top_k = 8; x.ep_size = 4; x.ep_rank = 1; x.a1 = 0.012f; x.a2 = 0.02f; return x; }());
+    check([&] { MoeCase x = c; x.name = "sorted expert parallel block"; x.m = 64; x.ep_size = 2; x.ep_rank = 1; x.block = kBlock128; return x; }());
+    check([&] { MoeCase x = c; x.name = "sorted idle experts"; x.m = 129; x.e = 64; x.top_k = 8; x.used_experts = 20; return x; }());
+    check([&] { MoeCase x = c; x.name = "sorted router weight on input block"; x.m = 64; x.on_input = true; x.block = kBlock128; return x; }());
+    check([&] { MoeCase x = c; x.name = "sorted inplace, chunks"; x.m = 129; x.chunk = 50; x.inplace = true; x.e = 64; x.top_k = 8; return x; }());
+  }
 }
 
 TEST(FusedExpertsCuda, RunsAreBitwiseDeterministic) {

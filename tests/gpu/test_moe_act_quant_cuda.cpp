@@ -107,7 +107,9 @@ TEST(MoeActQuantCuda, MatchesActivationThenQuantization) {
     for (const DType dtype : {DType::kBF16, DType::kF16}) {
       for (const auto scaling : {ops::ActQuantScaling::kStaticTensor, ops::ActQuantScaling::kDynamicTensor,
                                  ops::ActQuantScaling::kGroup128}) {
-        for (const auto& [rows, d] : std::vector<std::pair<int64_t, int64_t>>{{1, 128}, {3, 256}, {129, 768}, {300, 2048}}) {
+        // Dynamic per-tensor: up to 8,192 elements one block ({2, 4096} the largest), then two passes.
+        for (const auto& [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
+                 {1, 128}, {3, 256}, {2, 4096}, {3, 2816}, {129, 768}, {300, 2048}}) {
           check_fused(silu, dtype, scaling, rows, d, rows, false);
         }
       }
@@ -122,6 +124,7 @@ TEST(MoeActQuantCuda, RowsInUseAndSpecialValues) {
                                  ops::ActQuantScaling::kGroup128}) {
         check_fused(silu, dtype, scaling, 384, 1408, 256, true);
         check_fused(silu, dtype, scaling, 130, 256, 0, false);
+        check_fused(silu, dtype, scaling, 8, 512, 5, true);  // one block (dynamic per-tensor)
         check_fused(silu, dtype, scaling, 64, 14336, 64, true);
       }
     }

@@ -60,12 +60,17 @@ namespace fp8kit::ops::sm90_gemm {
 using cuda::smem_u32;
 
 
-template <bool kBlock_>
+// kBM_ = 128: a 128 x 128 output tile, consumer warpgroup w computing rows 64 w .. 64 w + 63;
+// kBM_ = 64: a 64 x 256 tile, warpgroup w computing columns 128 w .. 128 w + 127 (the fused
+// MoE's sorted rows in blocks of 64, where each expert's last block is on average half padding).
+template <bool kBlock_, int kBM_ = 128>
 struct Traits {
-  static constexpr int kBM = 128, kBN = 128, kBK = 128;
+  static constexpr int kBM = kBM_, kBN = kBM_ == 128 ? 128 : 256, kBK = 128;
+  static_assert(kBM_ == 128 || kBM_ == 64, "tiles of 128 x 128 or 64 x 256");
+  static constexpr int kWgRows = kBM == 128 ? 64 : 0, kWgCols = kBM == 128 ? 0 : 128;  // a warpgroup's offsets
   static constexpr int kThreads = 384;  // consumer warpgroups 0 and 1, producer warpgroup 2
   static constexpr int kABytes = kBM * kBK, kBBytes = kBN * kBK, kStageBytes = kABytes + kBBytes;
-  static constexpr int kStages = 6;
+  static constexpr int kStages = kBM == 128 ? 6 : 5;  // 40 KB stages of 64 x 256 tiles: 5 fit
   // Epilogue staging: per consumer warp 16 rows x 32 columns of f32, rows padded to 40 floats.
   static constexpr int kEpiStride = 40, kEpiWarpFloats = 16 * kEpiStride;
   static constexpr int kEpiBytes = 8 * kEpiWarpFloats * 4;
@@ -146,27 +151,27 @@ struct SortedRows {
   int64_t sb_expert_stride = 0;        // b's scales of expert e at scale_b + e * stride
 };
 
-template <bool kBlock, typename OutT, bool kSorted>
+template <bool kBlock, typename OutT, bool kSorted, int kBM = 128>
 __global__ void __launch_bounds__(384, 1)
     sm90_e4m3_gemm_wgmma_kernel(const ScaledMmArgs g, const SortedRows sorted, const __grid_constant__ CUtensorMap a_map,
                                 const __grid_constant__ CUtensorMap b_map) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = Traits<kBlock>;
+  using T = Traits<kBlock, kBM>;
   constexpr int kS = T::kStages, kBK = T::kBK;
   extern __shared__ uint8_t smem_raw[];
-  // [stage]{a 128 x 128 B, b kBN x 128 B}, swizzled, 1024-byte aligned.
+  // [stage]{a kBM x 128 B, b kBN x 128 B}, swizzled, 1024-byte aligned.
   uint8_t* smem = smem_raw + ((1024 - smem_u32(smem_raw) % 1024) % 1024);
   const uint32_t smem_base = smem_u32(smem);
   __shared__ float s_ascale[kBlock ? kS : 1][T::kBM];  // block: a_s[row, kb] of each stage's rows
   __shared__ alignas(8) uint64_t s_full[kS], s_empty[kS];
-  // Per output tile (two in turn): the column scales and the bias of its 128 columns.
+  // Per output tile (two in turn): the column scales and the bias of its kBN columns.
   __shared__ alignas(16) float s_col[2][2][T::kBN];
 
   const int tid = int(threadIdx.x), lane = tid % 32;
   if (tid == 0) {
     for (int s = 0; s < kS; ++s) {
-      // Full: the producer's expect_tx arrival (+ 128 cp.async arrivals for block scales).
-      cuda::mbarrier_init(smem_u32(&s_full[s]), kBlock ? 129 : 1);
+      // Full: the producer's expect_tx arrival (+ kBM cp.async arrivals for block scales).
+      cuda::mbarrier_init(smem_u32(&s_full[s]), kBlock ? T::kBM + 1 : 1);
       cuda::mbarrier_init(smem_u32(&s_empty[s]), 8);  // one arrival per consumer warp
     }
   }
@@ -185,11 +190,11 @@ __global__ void __launch_bounds__(384, 1)
   };
 
   if (tid >= 256) {
-    // Producer warpgroup: thread 0 issues the TMA loads; for block scales every thread copies
-    // the scale of one activation row.
+    // Producer warpgroup: thread 0 issues the TMA loads; for block scales thread p < kBM copies
+    // the scale of activation row p.
     cuda::setmaxnreg_dec<40>();
     const int p = tid - 256;
-    if (!kBlock && p != 0) return;
+    if (p != 0 && (!kBlock || p >= T::kBM)) return;
     uint32_t it = 0;  // k tiles loaded so far, over all of this CTA's output tiles
     for (uint32_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
       const TileCoord c = tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN);
@@ -227,18 +232,21 @@ __global__ void __launch_bounds__(384, 1)
   const bool col_vector = g.scale_b_kind == ScaleKind::kRow;
   const float col_scale0 = kBlock || col_vector ? 1.0f : g.scale_b[0];
   const int wg = tid / 128, warp = (tid / 32) % 4, lg = lane / 4, lt = lane % 4;
-  const int row_in_tile = wg * 64 + warp * 16 + lg;  // this thread's rows: row_in_tile and + 8
+  const int row_in_tile = wg * T::kWgRows + warp * 16 + lg;  // this thread's rows: row_in_tile and + 8
+  const int wg_col0 = wg * T::kWgCols;                         // its warpgroup's first column in the tile
   float acc[64], part0[64], part1[64];
   // Block: the scales of a fragment's K tile, a_s of this thread's two rows and b_s of the tile's
   // 128 columns (read while the stage is held).
   struct TileScales {
     float lo = 1.0f, hi = 1.0f, b = 1.0f;
   };
-  // Block: the weight scales of a tile's 128 columns, one per K block.
+  // Block: the weight scales of this warpgroup's 128 columns of a tile, one per K block (a
+  // warpgroup wholly past N reads the last row's, and stores nothing).
   auto tile_sb = [&](const TileCoord& c, int expert) -> const float* {
     if constexpr (!kBlock) return nullptr;
+    const int64_t col0 = c.n0 + wg_col0 < g.n ? c.n0 + wg_col0 : g.n - 1;
     return g.scale_b + (kSorted ? int64_t(expert < 0 ? 0 : expert) * sorted.sb_expert_stride : 0) +
-           (c.n0 / 128) * g.sb_row_stride;
+           (col0 / 128) * g.sb_row_stride;
   };
   // Waits for the CTA's k tile i (k tile kt of an output tile whose weight scales are sb) and
   // queues its product into `part`.
@@ -250,8 +258,8 @@ __global__ void __launch_bounds__(384, 1)
       sc.lo = s_ascale[stage][row_in_tile];
       sc.hi = s_ascale[stage][row_in_tile + 8];
     }
-    const uint32_t a_tile = smem_base + stage * T::kStageBytes + wg * 64 * 128;
-    const uint32_t b_tile = smem_base + stage * T::kStageBytes + T::kABytes;
+    const uint32_t a_tile = smem_base + stage * T::kStageBytes + wg * T::kWgRows * 128;
+    const uint32_t b_tile = smem_base + stage * T::kStageBytes + T::kABytes + wg_col0 * 128;
     cuda::wgmma_fence_operands(part);
     cuda::wgmma_fence();
 #pragma unroll
@@ -296,16 +304,19 @@ __global__ void __launch_bounds__(384, 1)
   int parity = 0;   // which s_col buffer this tile uses
   TileScales sc0, sc1;
   // The tile computed last, and its epilogue's per-column and per-row values (loaded at the
-  // tile's start, so that their latency hides behind the main loop): thread tid < 128 the scale
-  // of column tid, the others the bias of column tid - 128; each lane its two output rows (-1:
-  // none), their scales of a and, sorted, their slots' routed weights.
+  // tile's start, so that their latency hides behind the main loop): thread tid < kBN the scale
+  // and the bias of column tid; each lane its two output rows (-1: none), their scales of a and,
+  // sorted, their slots' routed weights.
   TileCoord c{0, 0};
-  float col_value = 0.0f, row_scale[2] = {1.0f, 1.0f}, row_weight[2] = {1.0f, 1.0f};
+  float col_scale = 0.0f, col_bias = 0.0f, row_scale[2] = {1.0f, 1.0f}, row_weight[2] = {1.0f, 1.0f};
   int64_t out_row[2] = {-1, -1};
   bool epilogue_due = false;
   // Stores tile c (its result in acc).
   auto store_tile = [&]() {
-    s_col[parity][tid / 128][tid % 128] = col_value;
+    if (tid < T::kBN) {
+      s_col[parity][0][tid] = col_scale;
+      s_col[parity][1][tid] = col_bias;
+    }
     // Named barrier 1 of the 256 consumer threads: s_col is written; every thread is past the
     // previous tile's epilogue, so the other buffer is free for the next tile.
     asm volatile("bar.sync 1, 256;\n" ::: "memory");
@@ -328,7 +339,7 @@ __global__ void __launch_bounds__(384, 1)
               make_float2(acc[4 * j + 2], acc[4 * j + 3]);
         }
         __syncwarp();
-        const int c8 = 32 * q + 8 * (lane % 4);  // this lane's 8 columns within the tile
+        const int c8 = wg_col0 + 32 * q + 8 * (lane % 4);  // this lane's 8 columns within the tile
         const int64_t col = c.n0 + c8;
         const int count = g.n - col < 8 ? int(g.n - col) : 8;
         const float4 cs_lo = *reinterpret_cast<const float4*>(&s_col[parity][0][c8]);
@@ -366,15 +377,12 @@ __global__ void __launch_bounds__(384, 1)
     c = next;
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    col_value = 0.0f;
-    {
-      const int64_t col = c.n0 + tid % 128;
-      if (col < g.n) {
-        if (tid < 128) col_value = kSorted ? (expert >= 0 ? g.scale_b[expert] : 0.0f) : col_vector ? g.scale_b[col] : col_scale0;
-        else if (bias != nullptr) col_value = out_to_float(bias[col]);
-      }
+    col_scale = col_bias = 0.0f;
+    if (const int64_t col = c.n0 + tid; tid < T::kBN && col < g.n) {
+      col_scale = kSorted ? (expert >= 0 ? g.scale_b[expert] : 0.0f) : col_vector ? g.scale_b[col] : col_scale0;
+      if (bias != nullptr) col_bias = out_to_float(bias[col]);
     }
-    const int64_t warp_row0 = c.m0 + wg * 64 + warp * 16;
+    const int64_t warp_row0 = c.m0 + wg * T::kWgRows + warp * 16;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       row_scale[h] = row_weight[h] = 1.0f;

@@ -136,7 +136,9 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
   // or on the sorted path (below) the sorted positions the chunk's blocks can hold.
   const GroupedKernel kernel = preferred_grouped_kernel(a.quant, device.index);
   const int64_t max_slots = std::min(a.chunk_size, a.num_tokens) * top_k;
-  const bool may_sort = kernel == GroupedKernel::kWgmma && grouped_block_m(max_slots, a.global_num_experts, kernel) == 128;
+  const bool may_sort = kernel == GroupedKernel::kWgmma && grouped_block_m(max_slots, a.global_num_experts, kernel) >= 64;
+  // Sorted rows of a chunk: at most ceil(slots / block) + (non-empty experts) blocks; the bound
+  // for blocks of 128 covers blocks of 64 (and smaller chunks).
   const int64_t max_rows =
       may_sort ? (ceil_div(max_slots, 128) + std::min(max_slots, a.global_num_experts)) * 128 : max_slots;
   const Tensor c13 = Tensor::empty({std::max(max_rows * 2 * inter, max_slots * h)}, dtype, device);
@@ -174,7 +176,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
       return std::optional<ActQuantArgs>(aq);
     };
 
-    // Prefill on sm_90 (blocks of 128): the rows go into sorted order once, so that both GEMMs
+    // Prefill on sm_90 (blocks of 64 or 128): the rows go into sorted order once, so that both GEMMs
     // read their activations by TMA (grouped_gemm_sorted.h); C1 and C2 stay sorted, and only
     // the rows up to num_tokens_post_padded are touched (the fused step 4-5 keeps to them).
     GroupedGemmArgs probe1 = gemm_args(a, r, x1, a.w1, w1_scale, c3, top_k, false);
@@ -182,14 +184,14 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     probe2.lda = inter;  // GEMM2 reads C2's quantized rows, [rows, I] contiguous
     const int32_t* num_post_pad = static_cast<const int32_t*>(r.align.num_tokens_post_padded.data_ptr());
     std::optional<ActQuantArgs> act_quant;
-    bool sorted = may_sort && r.block_m == 128 && grouped_gemm_sm90_sorted_rejects(probe1, device.index).empty() &&
+    bool sorted = may_sort && r.block_m >= 64 && grouped_gemm_sm90_sorted_rejects(probe1, device.index).empty() &&
                   grouped_gemm_sm90_sorted_rejects(probe2, device.index).empty();
     if (sorted) {
-      act_quant = fused_act_quant(r.grid_m_blocks * 128, num_post_pad);
+      act_quant = fused_act_quant(r.grid_m_blocks * r.block_m, num_post_pad);
       sorted = act_quant.has_value();
     }
     if (!sorted) act_quant = fused_act_quant(r.slots, nullptr);
-    const int64_t rows = sorted ? r.grid_m_blocks * 128 : r.slots;
+    const int64_t rows = sorted ? r.grid_m_blocks * r.block_m : r.slots;
     const Tensor c1 = c13.narrow(0, 0, rows * 2 * inter).view({rows, 2 * inter});
     const Tensor c2 = c2_all.narrow(0, 0, rows);
 

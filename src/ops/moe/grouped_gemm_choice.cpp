@@ -24,8 +24,8 @@ int64_t choose_grouped_block_m(int64_t slots, int64_t global_num_experts, Groupe
   if (f == "128") return 128;
   FP8KIT_CHECK_ARG(f.empty(), "FP8KIT_MOE_BLOCK_M={}: expected 16, 64 or 128", f);
   if (kernel != GroupedKernel::kWgmma) return slots <= 32 * global_num_experts ? 16 : 64;
-  if (slots <= 24 * global_num_experts) return 16;
-  return slots <= 96 * global_num_experts ? 64 : 128;
+  if (slots <= 12 * global_num_experts) return 16;
+  return slots <= 384 * global_num_experts ? 64 : 128;
 }
 
 int64_t choose_grouped_k_splits(int64_t ctas, int64_t k_tiles, int sms, bool block, const char* forced) {

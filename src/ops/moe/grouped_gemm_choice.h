@@ -22,9 +22,12 @@ enum class GroupedKernel {
 GroupedKernel choose_grouped_kernel(ExpertQuant quant, int sm, const char* forced);
 
 // The token block for `slots` routed slots over `global_num_experts`; `forced` =
-// FP8KIT_MOE_BLOCK_M ("16", "64" or "128"; null or empty: chosen). The wgmma kernel re-reads an
-// expert's weight tile once per block, so its blocks grow with the tokens an expert sees on
-// average (<= 24: 16, <= 96: 64, more: 128); the mma.sync and CUDA-core kernels tile 16 (<= 32)
+// FP8KIT_MOE_BLOCK_M ("16", "64" or "128"; null or empty: chosen). On the wgmma kernels a block
+// re-reads an expert's weights, and an expert's last block is partly padding; by the tokens an
+// expert sees on average: <= 12: 16 (the gathering decode kernel), <= 384: 64, more: 128 (64 and
+// 128 take the sorted prefill path where it serves; measured with bench_moe on the H200 for
+// Mixtral-8x7B, Qwen3-30B-A3B and DeepSeek-V3 at M = 1..4096: 64 beat 16 from 16 tokens an expert
+// and beat 128 up to 256, 128 won from 512). The mma.sync and CUDA-core kernels tile 16 (<= 32)
 // or 64. Other values of `forced` throw.
 int64_t choose_grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel, const char* forced);
 

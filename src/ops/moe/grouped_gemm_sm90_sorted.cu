@@ -1,9 +1,11 @@
 // grouped_gemm_sm90_sorted: the fused MoE's grouped FP8 GEMMs for prefill on the Hopper wgmma
 // GEMM kernel (ops/gemm/sm90_e4m3_gemm_wgmma_kernel.cuh, its sorted mode): a's rows are already in
-// moe_align_block_size's sorted order (block 128), so both operands arrive by TMA, as in the
-// dense GEMM, instead of a gathered by cp.async (grouped_gemm_sm90_wgmma.cu). The 128-row tile of
-// sorted position p uses expert expert_ids[p / 128] (b as a 3-D tensor map [E, N, K]); the output
-// row is p itself (GEMM1: the intermediate stays sorted) or the slot sorted_ids[p] (GEMM2).
+// moe_align_block_size's sorted order (block 64 or 128), so both operands arrive by TMA, as in
+// the dense GEMM, instead of a gathered by cp.async (grouped_gemm_sm90_wgmma.cu). The tile of
+// sorted position p uses expert expert_ids[p / block] (b as a 3-D tensor map [E, N, K]); blocks
+// of 128 run 128 x 128 tiles, blocks of 64 run 64 x 256 tiles (half the padding rows of an
+// expert's last block). The output row is p itself (GEMM1: the intermediate stays sorted) or the
+// slot sorted_ids[p] (GEMM2).
 // Also gather_sorted_rows, which puts GEMM1's quantized activation rows in sorted order.
 // Tests: tests/gpu/test_fused_experts_cuda.cpp; bench: bench/bench_moe.cpp.
 #include <cuda_runtime.h>
@@ -25,10 +27,10 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-template <bool kBlock, typename OutT>
+template <bool kBlock, typename OutT, int kBM>
 void launch(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const GroupedGemmArgs& g, cudaStream_t stream) {
-  using T = sm90_gemm::Traits<kBlock>;
-  constexpr auto kernel = sm90_gemm::sm90_e4m3_gemm_wgmma_kernel<kBlock, OutT, true>;
+  using T = sm90_gemm::Traits<kBlock, kBM>;
+  constexpr auto kernel = sm90_gemm::sm90_e4m3_gemm_wgmma_kernel<kBlock, OutT, true, kBM>;
   cuda::allow_dynamic_smem<kernel>(T::kSmemBytes);
   const CUtensorMap a_map = cuda::make_tensor_map_3d_u8_sw128(mm.a, uint64_t(mm.k), uint64_t(mm.m), 1, uint64_t(mm.lda),
                                                               uint64_t(mm.lda) * uint64_t(mm.m), T::kBK, T::kBM);
@@ -43,13 +45,19 @@ void launch(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const G
   FP8KIT_CHECK_LAUNCH(stream, "sm90_e4m3_gemm_wgmma_kernel (sorted)");
 }
 
-template <bool kBlock>
+template <bool kBlock, int kBM>
 void launch_out(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const GroupedGemmArgs& g, cudaStream_t stream) {
   switch (mm.out_dtype) {
-    case DType::kBF16: launch<kBlock, BFloat16>(mm, sorted, g, stream); break;
-    case DType::kF16: launch<kBlock, Float16>(mm, sorted, g, stream); break;
-    default: launch<kBlock, float>(mm, sorted, g, stream); break;
+    case DType::kBF16: launch<kBlock, BFloat16, kBM>(mm, sorted, g, stream); break;
+    case DType::kF16: launch<kBlock, Float16, kBM>(mm, sorted, g, stream); break;
+    default: launch<kBlock, float, kBM>(mm, sorted, g, stream); break;
   }
+}
+
+template <int kBM>
+void launch_scaling(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const GroupedGemmArgs& g,
+                    cudaStream_t stream) {
+  g.block ? launch_out<true, kBM>(mm, sorted, g, stream) : launch_out<false, kBM>(mm, sorted, g, stream);
 }
 
 // rows_out[p] = x[sorted_ids[p] / slots_per_row] for the sorted positions p < num_post_pad that
@@ -88,8 +96,10 @@ __global__ void gather_sorted_rows_kernel(SortedGather a) {
 
 std::string grouped_gemm_sm90_sorted_rejects(const GroupedGemmArgs& g, int device) {
   if (std::string why = grouped_gemm_sm90_tma_rejects(g, device); !why.empty()) return why;
-  if (g.block_m != 128) return "block_m is not 128";
-  if (g.grid_m_blocks * 128 > 0x7fffffff || g.grid_m_blocks * ceil_div(g.n, 128) > 0x7fffffff) return "the grid is too large";
+  if (g.block_m != 128 && g.block_m != 64) return "block_m is not 64 or 128";
+  if (g.grid_m_blocks * g.block_m > 0x7fffffff || g.grid_m_blocks * ceil_div(g.n, 128) > 0x7fffffff) {
+    return "the grid is too large";
+  }
   if (g.block && (g.block_k != 128 || g.block_n != 128)) return "block scales other than 128 x 128";
   return {};
 }
@@ -97,7 +107,7 @@ std::string grouped_gemm_sm90_sorted_rejects(const GroupedGemmArgs& g, int devic
 void grouped_gemm_sm90_sorted(const GroupedGemmArgs& g, bool scatter, cudaStream_t stream) {
   if (g.grid_m_blocks <= 0 || g.n <= 0) return;
   ScaledMmArgs mm;
-  mm.m = g.grid_m_blocks * 128;  // sorted rows the buffers hold; the kernel reads how many are in use
+  mm.m = g.grid_m_blocks * g.block_m;  // sorted rows the buffers hold; the kernel reads how many are in use
   mm.n = g.n;
   mm.k = g.k;
   mm.a = static_cast<const uint8_t*>(g.a);
@@ -123,7 +133,7 @@ void grouped_gemm_sm90_sorted(const GroupedGemmArgs& g, bool scatter, cudaStream
   sorted.slot_weight = g.slot_weight;
   sorted.scatter = scatter;
   sorted.sb_expert_stride = n_blocks * k_blocks;
-  g.block ? launch_out<true>(mm, sorted, g, stream) : launch_out<false>(mm, sorted, g, stream);
+  g.block_m == 64 ? launch_scaling<64>(mm, sorted, g, stream) : launch_scaling<128>(mm, sorted, g, stream);
 }
 
 void gather_sorted_rows(const SortedGather& a, cudaStream_t stream) {

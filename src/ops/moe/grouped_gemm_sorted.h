@@ -1,5 +1,5 @@
 // The fused MoE's prefill GEMMs on expert-sorted rows (grouped_gemm_sm90_sorted.cu): GEMM1 reads
-// its activation rows gathered into moe_align_block_size's order (block 128) and writes the
+// its activation rows gathered into moe_align_block_size's order (block 64 or 128) and writes the
 // intermediate in that order; the activation and its quantization run on the sorted rows; GEMM2
 // reads them by TMA and writes each row to its slot. Used by fused_experts_cuda.cpp on sm_90.
 #pragma once
@@ -13,7 +13,7 @@
 
 namespace fp8kit::ops {
 
-// An empty string when the sorted GEMM can run `g` (a's rows sorted, block_m 128) on `device`,
+// An empty string when the sorted GEMM can run `g` (a's rows sorted, block_m 64 or 128) on `device`,
 // else why not (fused_experts then keeps the gathering kernels).
 std::string grouped_gemm_sm90_sorted_rejects(const GroupedGemmArgs& g, int device);
 

@@ -47,7 +47,12 @@ enum class Pass : uint8_t {
   kAmax,     // y -> memory, amax -> scale[0] (atomicMax of fl(amax / fp8_max), zeroed before)
   kFromY,    // y read back -> codes with scale[0]
   kGroup,    // y -> codes and one scale per 128 columns
+  kSmall,    // one block: y kept in registers (at most kSmallRuns a thread), amax -> scale[0], codes
 };
+
+// kSmall's runs a thread: dynamic per-tensor layers of up to 2 * kThreads runs (8,192 elements,
+// a decode step's intermediate) take one launch instead of a memset and two.
+constexpr int kSmallRuns = 2;
 
 // Rows in use and this thread's first run (row, run within the row) with the grid's step.
 struct Cursor {
@@ -118,6 +123,35 @@ __global__ void __launch_bounds__(kThreads) act_quant_kernel(const ActQuantParam
       }
       c.next();
     }
+  } else if constexpr (kPass == Pass::kSmall) {
+    // kAmax then kFromY in one block: the max over the block is the max over all, and y goes
+    // from the registers to the codes instead of through memory (act.out is not touched).
+    __shared__ uint32_t reduce_buffer[kWarps];
+    Elems<T, kRun> y[kSmallRuns];
+    uint32_t row[kSmallRuns], col[kSmallRuns], m = 0;
+#pragma unroll
+    for (int j = 0; j < kSmallRuns; ++j, c.next()) {
+      row[j] = c.row, col[j] = c.run * kRun;
+      if (c.row < rows) {
+        y[j] = activation_run<T, kSilu>(p, c.row, col[j]);
+        m = max(m, __float_as_uint(y[j].absmax()));
+      }
+    }
+    m = block_max(m, reduce_buffer);
+    const float s = __fdiv_rn(__uint_as_float(m), p.fp8_max);
+    if (threadIdx.x == 0) *p.scale = s;
+    const float inv = __fdiv_rn(1.0f, s);
+#pragma unroll
+    for (int j = 0; j < kSmallRuns; ++j) {
+      if (row[j] >= rows) continue;
+      Codes<kRun> q;
+      if (s == 0.0f) {
+        q.zero();
+      } else {
+        q = quantize_mul<F>(y[j], inv, fp8_max);
+      }
+      q.store_vector(p.q + (uint64_t(row[j]) * p.ldq + col[j]));
+    }
   } else if constexpr (kPass == Pass::kAmax) {
     __shared__ uint32_t reduce_buffer[kWarps];
     uint32_t m = 0;
@@ -167,6 +201,11 @@ void launch_typed(const ActQuantArgs& a, const ActQuantParams& p, cudaStream_t s
     case ActQuantScaling::kGroup128:
       return launch_pass<Pass::kGroup, T, F, kSilu>(p, stream);
     case ActQuantScaling::kDynamicTensor:
+      if (int64_t(p.rows) * p.runs_per_row <= int64_t(kSmallRuns) * kThreads) {
+        act_quant_kernel<T, F, Pass::kSmall, kSilu><<<1, kThreads, 0, stream>>>(p);
+        FP8KIT_CHECK_LAUNCH(stream, "act_quant_kernel");
+        return;
+      }
       FP8KIT_CUDA_CHECK(cudaMemsetAsync(a.scale, 0, sizeof(float), stream));
       launch_pass<Pass::kAmax, T, F, kSilu>(p, stream);
       return launch_pass<Pass::kFromY, T, F, false>(p, stream);

@@ -20,7 +20,8 @@ enum class ActQuantScaling : uint8_t {
 
 struct ActQuantArgs {
   // rows, d, x, ldx, dtype, activation as act_and_mul. act.out ([rows, d] of dtype, row stride
-  // act.ldo) holds y between the two passes of kDynamicTensor; the other scalings do not touch it.
+  // act.ldo) holds y between the two passes of kDynamicTensor (past 8,192 elements; below, one
+  // block keeps y in registers); the other scalings do not touch it.
   ActAndMulArgs act;
   // Device [1] or null: rows from min(*rows_in_use, act.rows) on are neither read nor written (the
   // sorted prefill path's rows past num_tokens_post_padded).
@@ -41,8 +42,8 @@ struct ActQuantArgs {
 // 2^31 runs of 16 elements.
 std::string act_and_quant_rejects(const ActQuantArgs& a);
 
-// Queued on `stream`, no host synchronization; kDynamicTensor is a memset and two launches, the
-// others one launch.
+// Queued on `stream`, no host synchronization; kDynamicTensor past 8,192 elements is a memset and
+// two launches, everything else one launch.
 void act_and_quant_cuda(const ActQuantArgs& a, Stream stream);
 #endif
 

@@ -28,7 +28,8 @@ void launch_absmax(DType in_dtype, const Region& in, const void* p, float fp8_ma
 }
 
 void launch_per_tensor_quant(DType in_dtype, DType out_dtype, PerTensorQuantParams p, int64_t m, int64_t k,
-                             int64_t in_row_stride, int64_t out_rows, int64_t out_row_stride, cudaStream_t stream) {
+                             int64_t in_row_stride, int64_t out_rows, int64_t out_row_stride, cudaStream_t stream,
+                             const AbsmaxParams* absmax_first) {
   dispatch_input_and_format(in_dtype, out_dtype, [&](auto t, auto f) {
     using T = decltype(t);
     using F = decltype(f);
@@ -53,6 +54,11 @@ void launch_per_tensor_quant(DType in_dtype, DType out_dtype, PerTensorQuantPara
       p.in_cols = k;
       p.vec_in = p.in_col_stride == 1 && rows_aligned(p.in, in_row_stride, sizeof(T), m, 16);
       p.vec_out = rows_aligned(p.out, out_row_stride, 1, out_rows, 16);
+    }
+    if (absmax_first != nullptr) {
+      small_dynamic_per_tensor_quant_kernel<T, F><<<1, kThreads, 0, stream>>>(*absmax_first, p);
+      FP8KIT_CHECK_LAUNCH(stream, "small_dynamic_per_tensor_quant_kernel");
+      return;
     }
     if (p.rows * p.cols == 0) return;
     constexpr auto kernel = per_tensor_quant_kernel<T, F>;
@@ -178,11 +184,17 @@ void scaled_fp8_quant_cuda(const ScaledFp8QuantArgs& a, Stream stream) {
       break;
     case ScaledQuantMode::kDynamicPerTensor: {
       // The scale is reduced on the device and read there by the second kernel: no host round
-      // trip, so the three steps capture into a CUDA graph.
-      FP8KIT_CUDA_CHECK(cudaMemsetAsync(a.scale, 0, sizeof(float), s));
+      // trip, so the three steps capture into a CUDA graph. Small inputs: one block does both.
       const size_t element_size = dtype_size(a.in_dtype);
-      launch_absmax(a.in_dtype, input_region(a.input, element_size, a.m, a.k, a.input_row_stride, 1), a.input,
-                    a.fp8_max, a.scale, s);
+      const Region in = input_region(a.input, element_size, a.m, a.k, a.input_row_stride, 1);
+      if (a.m * a.k <= kSmallDynamicElements) {
+        const AbsmaxParams first{a.input, in.row_stride, in.col_stride, in.rows, in.cols, in.vec, a.fp8_max, a.scale};
+        launch_per_tensor_quant(a.in_dtype, a.out_dtype, p, a.m, a.k, a.input_row_stride, a.out_rows, a.out_row_stride,
+                                s, &first);
+        break;
+      }
+      FP8KIT_CUDA_CHECK(cudaMemsetAsync(a.scale, 0, sizeof(float), s));
+      launch_absmax(a.in_dtype, in, a.input, a.fp8_max, a.scale, s);
       p.reverse = true;
       launch_per_tensor_quant(a.in_dtype, a.out_dtype, p, a.m, a.k, a.input_row_stride, a.out_rows, a.out_row_stride,
                               s);

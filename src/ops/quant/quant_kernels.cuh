@@ -25,21 +25,27 @@ struct AbsmaxParams {
 // Spec 2.2 rule 2: fl(max|x| / FP8_MAX), NaN ignored. Division is monotonic, so the max over
 // blocks of fl(block max / FP8_MAX) equals fl(max / FP8_MAX); the values are >= 0, so their
 // float bits order as ints.
+// The max of |x| (as absmax_bits) over the chunks first, first + step, ... of the region.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) absmax_kernel(const AbsmaxParams p) {
-  __shared__ uint32_t reduce_buffer[kWarps];
+__device__ __forceinline__ uint32_t absmax_bits_of(const AbsmaxParams& p, int64_t first, int64_t step) {
   const T* in = static_cast<const T*>(p.in);
   const int64_t per_row = ceil_div(p.cols, kChunk);
   uint32_t m = 0;
-  if (global_thread() < p.rows * per_row) {  // no early return: every thread reaches block_max
-    for (GridCursor c(global_thread(), grid_threads(), per_row); c.row < p.rows; c.next()) {
-      const int64_t c0 = c.col * kChunk;
-      Elems<T, kChunk> e;
-      e.load(in + c.row * p.row_stride + c0 * p.col_stride, p.col_stride, run_length(p.cols - c0, kChunk), p.vec);
-      m = max(m, e.absmax_bits());
-    }
+  if (first >= p.rows * per_row) return m;
+  for (GridCursor c(first, step, per_row); c.row < p.rows; c.next()) {
+    const int64_t c0 = c.col * kChunk;
+    Elems<T, kChunk> e;
+    e.load(in + c.row * p.row_stride + c0 * p.col_stride, p.col_stride, run_length(p.cols - c0, kChunk), p.vec);
+    m = max(m, e.absmax_bits());
   }
-  m = block_max(m, reduce_buffer);
+  return m;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) absmax_kernel(const AbsmaxParams p) {
+  __shared__ uint32_t reduce_buffer[kWarps];
+  // No early return: every thread reaches block_max.
+  const uint32_t m = block_max(absmax_bits_of<T>(p, global_thread(), grid_threads()), reduce_buffer);
   if (threadIdx.x == 0) {
     const float r = __fdiv_rn(abs_bits_to_float(m, T{}), p.fp8_max);
     atomicMax(reinterpret_cast<int*>(p.result), __float_as_int(r));
@@ -68,17 +74,17 @@ struct PerTensorQuantParams {
 
 // Spec 2.2 rule 1: q = cvt(clamp(x * (1 / s))); s == 0 gives zero codes (spec 2.9 H2, as the
 // reference's memset).
+// The chunks first, first + step, ... of the output with the scale s.
 template <typename T, typename F>
-__global__ void __launch_bounds__(kThreads) per_tensor_quant_kernel(const PerTensorQuantParams p) {
+__device__ __forceinline__ void quantize_per_tensor(const PerTensorQuantParams& p, float s, int64_t first, int64_t step) {
   const T* in = static_cast<const T*>(p.in);
-  float s = __ldg(p.scale);
   if (p.weight_scale_rule) s = weight_scale(s, p.ue8m0);
   const bool zero = s == 0.0f;
   const float inv = __fdiv_rn(1.0f, s);
   const Fp8Max fp8_max = make_fp8_max<F>(p.fp8_max);
   const int64_t per_row = ceil_div(p.cols, kChunk);
-  if (global_thread() >= p.rows * per_row) return;
-  for (GridCursor c(global_thread(), grid_threads(), per_row); c.row < p.rows; c.next()) {
+  if (first >= p.rows * per_row) return;
+  for (GridCursor c(first, step, per_row); c.row < p.rows; c.next()) {
     const int64_t row = p.reverse ? p.rows - 1 - c.row : c.row;
     const int64_t c0 = (p.reverse ? per_row - 1 - c.col : c.col) * kChunk;
     const int n = run_length(p.cols - c0, kChunk);
@@ -95,6 +101,25 @@ __global__ void __launch_bounds__(kThreads) per_tensor_quant_kernel(const PerTen
     }
     q.store(p.out + row * p.out_row_stride + c0, n, p.vec_out);
   }
+}
+
+template <typename T, typename F>
+__global__ void __launch_bounds__(kThreads) per_tensor_quant_kernel(const PerTensorQuantParams p) {
+  quantize_per_tensor<T, F>(p, __ldg(p.scale), global_thread(), grid_threads());
+}
+
+// Dynamic per-tensor scaled_fp8_quant of a small input in one block (launched with one block):
+// the absmax of `a`, *a.result = fl(absmax / FP8_MAX) (not zeroed before: written, not merged),
+// then the codes of `p` with it. The same bits as absmax_kernel then per_tensor_quant_kernel
+// (the max over one block is the max over all), with one launch instead of a memset and two.
+template <typename T, typename F>
+__global__ void __launch_bounds__(kThreads) small_dynamic_per_tensor_quant_kernel(const AbsmaxParams a,
+                                                                                 const PerTensorQuantParams p) {
+  __shared__ uint32_t reduce_buffer[kWarps];
+  const uint32_t m = block_max(absmax_bits_of<T>(a, threadIdx.x, blockDim.x), reduce_buffer);
+  const float s = __fdiv_rn(abs_bits_to_float(m, T{}), a.fp8_max);
+  if (threadIdx.x == 0) *a.result = s;
+  quantize_per_tensor<T, F>(p, s, threadIdx.x, blockDim.x);
 }
 
 // ---- one scale per row: dynamic per-token, and per-channel weights ----------------------------

@@ -118,9 +118,15 @@ Region input_region(const void* p, size_t element_size, int64_t m, int64_t k, in
 void launch_absmax(DType in_dtype, const Region& in, const void* p, float fp8_max, float* result, cudaStream_t stream);
 // Quantizes input [m, k] (rows in_row_stride apart, elements p.in_col_stride apart) into out
 // [out_rows, k] (rows out_row_stride apart) with the scale p.scale points to; output rows past m
-// are zero codes. Fills the region fields of p.
+// are zero codes. Fills the region fields of p. With `absmax_first` (a small input: at most
+// kSmallDynamicElements), one block first computes the scale into absmax_first->result itself
+// (launch_absmax's value, nothing zeroed before) and then quantizes with it.
 void launch_per_tensor_quant(DType in_dtype, DType out_dtype, kernels::PerTensorQuantParams p, int64_t m, int64_t k,
-                             int64_t in_row_stride, int64_t out_rows, int64_t out_row_stride, cudaStream_t stream);
+                             int64_t in_row_stride, int64_t out_rows, int64_t out_row_stride, cudaStream_t stream,
+                             const kernels::AbsmaxParams* absmax_first = nullptr);
+// Dynamic per-tensor quantization in one block up to this many input elements (two 16-element
+// chunks a thread): one launch instead of a memset and two (decode-sized activations).
+constexpr int64_t kSmallDynamicElements = 2 * kernels::kThreads * kernels::kChunk;
 // One scale per row (dynamic per-token, per-channel weights).
 void launch_row_quant(DType in_dtype, DType out_dtype, const kernels::RowQuantParams& p, cudaStream_t stream);
 
