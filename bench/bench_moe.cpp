@@ -47,7 +47,7 @@ const std::vector<Model> kModels = {{"mixtral-8x7b", 8, 4096, 14336, 2, true},
 
 struct Cli {
   std::string json_path;
-  std::vector<int64_t> ms{1, 16, 64, 512, 4096};
+  std::vector<int64_t> ms{1, 16, 64, 256, 512, 1024, 2048, 4096};  // the grid, 512 and 2048
   std::vector<std::string> models{"mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"};
   std::vector<std::string> scalings{"per_tensor", "block"};
   TimerConfig timer{25.0, 10, 500, 3};
@@ -66,7 +66,7 @@ std::vector<std::string> split(const std::string& s) {
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [[--json] PATH] [--m 1,16,64,512,4096] [--models mixtral-8x7b,qwen3-30b-a3b,deepseek-v3]\n"
+               "usage: %s [[--json] PATH] [--m 1,16,64,256,512,1024,2048,4096] [--models mixtral-8x7b,qwen3-30b-a3b,deepseek-v3]\n"
                "          [--scalings per_tensor,block] [--target-ms MS] [--quick] [--no-graphs]\n"
                "  JSON default: $FP8KIT_RESULTS_DIR/bench_moe.json, else ./gpu-results/bench_moe.json\n",
                argv0);
