@@ -18,8 +18,10 @@ void moe_align_cuda(const MoeAlignArgs& args, Stream stream) {
   int device = 0, optin = 0;
   FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  // One warp per 32 slots up to 32 warps, fewer when the histograms would not fit.
-  int64_t warps = std::clamp<int64_t>((args.numel + 31) / 32, 1, kMoeAlignMaxWarps);
+  // One warp per 32 slots, at least 8 (the padding sentinels, the block experts and the scans
+  // over experts are spread over the block: one warp took 6.5 us for the 8 slots of a decode
+  // step over 128 experts) and up to 32, fewer when the histograms would not fit.
+  int64_t warps = std::clamp<int64_t>((args.numel + 31) / 32, 8, kMoeAlignMaxWarps);
   while (warps > 1 && kernels::moe_align_shared_bytes(warps, args.num_experts) > optin) --warps;
   const int64_t shared = kernels::moe_align_shared_bytes(warps, args.num_experts);
   if (shared > optin) {
