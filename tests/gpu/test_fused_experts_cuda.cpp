@@ -22,7 +22,8 @@
 // a difference of up to half an FP8 step (3-6%) on any element, ~1.5% on average, carried through
 // GEMM2; with block scales the same happens to the 128 elements of one group whose dynamic scale
 // moved (1% mean seen at M = 1). FP8 with dynamic activation scales on wgmma is therefore checked
-// at 10% per row and 3% mean; static per-tensor scales keep 5% / 5e-3. Integer-grid problems
+// at 10% per row and 3% mean; static per-tensor scales at one FP8 step (6.25%) per row and 5e-3
+// mean. Integer-grid problems
 // stay exact in GEMM1 (small integers) but not in GEMM2, whose operand is a requantized FP8
 // activation: on wgmma they are checked at 1% per row and 1e-3 mean.
 #include <gtest/gtest.h>
@@ -199,6 +200,10 @@ Tolerance tolerance(const MoeCase& c) {
   // Over many tokens that averages to <= 3%; with a few tokens the mean is the few rows' own
   // error (measured 3.3% at M = 1, E = 128, top_k = 8), so it gets the half step's bound.
   if (c.quant == Quant::kFp8 && takes_wgmma(c) && !c.a2) return {0.10, c.m < 16 ? 0.0625 : 0.03};
+  // wgmma with static scales: the C1 roundings that differ move C2 codes by at most one FP8 step
+  // (2^-4 relative), so no row moves further than that (5.02% seen on one row of 129, seed
+  // 1125245781, against a 5% bound); the mean stays at 5e-3.
+  if (c.quant == Quant::kFp8 && takes_wgmma(c)) return {0.0625, 5e-3};
   if (c.quant == Quant::kFp8) return {0.05, 5e-3};
   return c.dtype == DType::kF16 ? Tolerance{0.01, 1e-3} : Tolerance{0.02, 2e-3};
 }
@@ -388,6 +393,10 @@ TEST(FusedExpertsCuda, SortedPrefillPath) {
     check([&] { MoeCase x = c; x.name = "sorted idle experts"; x.m = 129; x.e = 64; x.top_k = 8; x.used_experts = 20; return x; }());
     check([&] { MoeCase x = c; x.name = "sorted router weight on input block"; x.m = 64; x.on_input = true; x.block = kBlock128; return x; }());
     check([&] { MoeCase x = c; x.name = "sorted inplace, chunks"; x.m = 129; x.chunk = 50; x.inplace = true; x.e = 64; x.top_k = 8; return x; }());
+    // Hundreds of row tiles: the raster's expert groups inside windows of 16 row tiles, with
+    // experts of one tile (256 experts) and of several (64 experts), both spanning windows.
+    check([&] { MoeCase x = c; x.name = "sorted 256 experts, many row tiles"; x.m = 2048; x.e = 256; x.top_k = 8; x.h = 256; x.inter = 128; return x; }());
+    check([&] { MoeCase x = c; x.name = "sorted 64 experts, many row tiles, block"; x.m = 2048; x.e = 64; x.top_k = 8; x.h = 256; x.inter = 128; x.block = kBlock128; return x; }());
   }
 }
 

@@ -10,7 +10,8 @@
 // CTA: one producer warpgroup and two consumer warpgroups; an output tile of 128 rows of a by
 // 128 rows of b, each consumer owning 64 rows of a. Persistent: a grid of one CTA a
 // multiprocessor walks the tiles in groups of kGroupM row tiles (the CTAs in flight share a few
-// tiles of a and b, so each is read from memory about once and then from L2).
+// tiles of a and b, so each is read from memory about once and then from L2); sorted MoE rows go
+// in groups of one expert's row tiles (sorted_tile_coord).
 //
 // K goes through shared memory in 128-wide tiles, kStages deep, in the 128-byte swizzle wgmma
 // reads (core/cuda/wgmma.cuh). The producer loads each stage by two TMA loads (zero past M, N and
@@ -96,6 +97,45 @@ struct TileCoord {
   return {int64_t(first + (in_group - n_tile * rows)) * bm, int64_t(n_tile) * bn};
 }
 
+// The sorted (MoE) raster: row tiles go in groups that each hold one expert's tiles within an
+// aligned window of kSortedWindow row tiles, column tiles outer within a group. A group spans all
+// column tiles, so group g starts at tile (its first row tile) * n_tiles, and the row tile
+// t / n_tiles names the group of tile t. The CTAs in flight then share each expert's weight tiles
+// and each row tile of a: with groups of 8 row tiles regardless of experts, every group boundary
+// inside an expert read its weights twice (DeepSeek-V3 M = 4096: GEMM1 read 9.6 GB for 7.5 GB of
+// weights, 8.2 GB with expert groups). The window's experts are read by independent loads, a
+// tile ahead in the consumers, and the group found in registers by bit masks.
+constexpr uint32_t kSortedWindow = 16;
+
+// The loads of sorted_tile_coord for tile t, kept apart from the arithmetic so that a consumer can
+// issue them a tile ahead (their latency otherwise fell between two tiles): each lane reads the
+// expert of one row tile of the window, and a ballot of the warp compares them.
+struct SortedWindow {
+  int32_t expert;  // of the tile's row slot, which is the group's expert
+  int32_t mine;    // of row tile window + lane % kSortedWindow
+};
+
+[[maybe_unused]] __device__ __forceinline__ SortedWindow load_sorted_window(uint32_t t, uint32_t used_tiles, uint32_t n_tiles,
+                                                                            const int32_t* tile_expert) {
+  const uint32_t slot = t / n_tiles, r = slot - slot % kSortedWindow + threadIdx.x % kSortedWindow;
+  return {__ldg(tile_expert + slot), r < used_tiles ? __ldg(tile_expert + r) : 0};
+}
+
+// Called by whole warps (the ballot).
+[[maybe_unused]] __device__ __forceinline__ TileCoord sorted_tile_coord(const SortedWindow& w, uint32_t t, uint32_t used_tiles,
+                                                                        uint32_t n_tiles, int bm, int bn) {
+  const uint32_t slot = t / n_tiles, window = slot - slot % kSortedWindow, k = slot - window;
+  // Bit i: row tile window + i is in use and holds the group's expert.
+  const bool mine = window + threadIdx.x % kSortedWindow < used_tiles && w.mine == w.expert;
+  const uint32_t same = __ballot_sync(0xffffffffu, mine) & ((1u << kSortedWindow) - 1u);
+  const uint32_t below = ~same & ((1u << k) - 1u), above = ~same & ~((2u << k) - 1u) & ((1u << kSortedWindow) - 1u);
+  const uint32_t lo = window + (below != 0u ? 32u - uint32_t(__clz(below)) : 0u);
+  const uint32_t hi = window + (above != 0u ? uint32_t(__ffs(above)) - 1u : kSortedWindow);
+  const uint32_t rows = hi - lo, local = t - lo * n_tiles;
+  const uint32_t col = local / rows;
+  return {int64_t(lo + (local - col * rows)) * bm, int64_t(col) * bn};
+}
+
 [[maybe_unused]] __device__ __forceinline__ float out_to_float(BFloat16 v) { return bf16_to_float(v); }
 [[maybe_unused]] __device__ __forceinline__ float out_to_float(Float16 v) { return f16_to_float(v); }
 [[maybe_unused]] __device__ __forceinline__ float out_to_float(float v) { return v; }
@@ -178,28 +218,38 @@ __global__ void __launch_bounds__(384, 1)
   __syncthreads();
 
   const uint32_t m_tiles = uint32_t((g.m + T::kBM - 1) / T::kBM), n_tiles = uint32_t((g.n + T::kBN - 1) / T::kBN);
-  const uint32_t num_tiles = m_tiles * n_tiles;
   const int num_k_tiles = int((g.k + kBK - 1) / kBK);
-  // Sorted: rows past the count in use hold nothing; their tiles and those of other ranks'
-  // experts skip the main loop. Where the output is by row, other ranks' tiles store zeros and
-  // tiles past the rows in use store nothing (no one reads them).
-  const int64_t used_rows = kSorted ? int64_t(*sorted.rows_in_use) : g.m;
-  auto expert_of = [&](const TileCoord& c) -> int {
+  // Sorted: rows past the count in use (a multiple of the block) hold nothing and are not
+  // visited; other ranks' experts skip the main loop and, where the output is by row, store zeros.
+  const int64_t used_rows = kSorted ? min(int64_t(*sorted.rows_in_use), g.m) : g.m;
+  const uint32_t used_tiles = kSorted ? uint32_t((used_rows + T::kBM - 1) / T::kBM) : m_tiles;
+  const uint32_t num_tiles = used_tiles * n_tiles;
+  auto window_of = [&](uint32_t t) -> SortedWindow {
+    if constexpr (kSorted) return load_sorted_window(t, used_tiles, n_tiles, sorted.tile_expert);
+    return SortedWindow{};
+  };
+  // Tile t's coordinates and expert (0 unless sorted; -1: another rank's), from its window.
+  auto coord = [&](uint32_t t, const SortedWindow& w) -> TileCoord {
+    if constexpr (kSorted) return sorted_tile_coord(w, t, used_tiles, n_tiles, T::kBM, T::kBN);
+    return tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN);
+  };
+  auto expert_of = [&](const SortedWindow& w) -> int {
     if constexpr (!kSorted) return 0;
-    return c.m0 < used_rows ? sorted.tile_expert[c.m0 / T::kBM] : -1;
+    return w.expert;
   };
 
   if (tid >= 256) {
     // Producer warpgroup: thread 0 issues the TMA loads; for block scales thread p < kBM copies
-    // the scale of activation row p.
+    // the scale of activation row p. Warp 0 stays whole (the sorted raster's ballot).
     cuda::setmaxnreg_dec<40>();
     const int p = tid - 256;
-    if (p != 0 && (!kBlock || p >= T::kBM)) return;
+    if (p >= 32 && (!kBlock || p >= T::kBM)) return;
     uint32_t it = 0;  // k tiles loaded so far, over all of this CTA's output tiles
     for (uint32_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-      const TileCoord c = tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN);
-      const int expert = expert_of(c);
+      const SortedWindow w = window_of(t);
+      const int expert = expert_of(w);
       if (expert < 0) continue;
+      const TileCoord c = coord(t, w);
       const int64_t row = c.m0 + p;
       const bool row_ok = row < g.m;
       for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {
@@ -290,16 +340,8 @@ __global__ void __launch_bounds__(384, 1)
       for (int e = 0; e < 64; ++e) acc[e] = __fadd_rn(acc[e], part[e]);
     }
   };
-  // The CTA's tiles: every gridDim.x-th of the raster, less (sorted) those past the rows in use,
-  // which store nothing.
-  auto next_tile = [&](uint32_t t) {
-    for (t += gridDim.x; t < num_tiles; t += gridDim.x) {
-      if (!kSorted || tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN).m0 < used_rows) break;
-    }
-    return t;
-  };
+  // The CTA's tiles: every gridDim.x-th of the raster.
   uint32_t t = blockIdx.x;
-  if (kSorted && t < num_tiles && tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN).m0 >= used_rows) t = next_tile(t);
   uint32_t it = 0;  // k tiles consumed so far, over all of this CTA's output tiles
   int parity = 0;   // which s_col buffer this tile uses
   TileScales sc0, sc1;
@@ -405,15 +447,18 @@ __global__ void __launch_bounds__(384, 1)
   // cores work (rather than leave them idle until the next main loop), then computes tile t.
   // The two branches keep part0 out of any control-flow merge while it is in flight (ptxas
   // otherwise waits for the wgmma there).
-  for (; t < num_tiles; t = next_tile(t)) {
-    const TileCoord next = tile_coord(t, m_tiles, n_tiles, T::kBM, T::kBN);
-    const int expert = expert_of(next);
+  SortedWindow window = t < num_tiles ? window_of(t) : SortedWindow{};  // sorted: tile t's, loaded a tile ahead
+  for (; t < num_tiles; t += gridDim.x) {
+    const TileCoord next = coord(t, window);
+    const int expert = expert_of(window);
     if (kSorted && expert < 0) {  // another rank's expert: zeros
+      if (t + gridDim.x < num_tiles) window = window_of(t + gridDim.x);
       if (epilogue_due) store_tile();
       start_tile(next, expert);
     } else {
       const float* const sb_col = tile_sb(next, expert);
       issue(part0, it, sb_col, 0, sc0);
+      if (t + gridDim.x < num_tiles) window = window_of(t + gridDim.x);
       if (epilogue_due) store_tile();
       start_tile(next, expert);
       // Two fragments take turns, so that the tensor cores multiply k tile kt while kt - 1 is
