@@ -8,6 +8,7 @@
 // first grouped GEMM alone (the kernel and block size fused_experts picks, inputs prepared once).
 // The torch peer (bench/peers/moe_torch.py) runs in the same gpu-check.
 //   bench_moe [[--json] PATH] [--m LIST] [--models LIST] [--scalings per_tensor,block] [--quick] [--no-graphs]
+//             [--fast-accum]
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -52,6 +53,7 @@ struct Cli {
   std::vector<std::string> scalings{"per_tensor", "block"};
   TimerConfig timer{25.0, 10, 500, 3};
   bool graphs = true;
+  bool fast_accum = false;  // FusedExpertsOptions::fast_accum (per-tensor cases)
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -67,7 +69,7 @@ std::vector<std::string> split(const std::string& s) {
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [[--json] PATH] [--m 1,16,64,256,512,1024,2048,4096] [--models mixtral-8x7b,qwen3-30b-a3b,deepseek-v3]\n"
-               "          [--scalings per_tensor,block] [--target-ms MS] [--quick] [--no-graphs]\n"
+               "          [--scalings per_tensor,block] [--target-ms MS] [--quick] [--no-graphs] [--fast-accum]\n"
                "  JSON default: $FP8KIT_RESULTS_DIR/bench_moe.json, else ./gpu-results/bench_moe.json\n",
                argv0);
   std::exit(2);
@@ -96,6 +98,8 @@ Cli parse(int argc, char** argv) {
       cli.timer = TimerConfig{8.0, 5, 100, 2};
     } else if (a == "--no-graphs") {
       cli.graphs = false;
+    } else if (a == "--fast-accum") {
+      cli.fast_accum = true;
     } else if (!a.empty() && a[0] != '-' && cli.json_path.empty()) {
       cli.json_path = a;
     } else {
@@ -193,7 +197,7 @@ std::pair<double, int64_t> compare(const Tensor& a, const Tensor& b, cudaStream_
 // The layer's first grouped GEMM alone (x [M, H] -> C1 [M * top_k, 2I]) with the kernel and block
 // size fused_experts picks; quantization and moe_align run once, outside the timed region.
 Timing time_gemm1(const Model& model, const Weights& w, bool block, const Tensor& x, const Routing& routing,
-                  Timer& timer, cudaStream_t s) {
+                  bool fast_accum, Timer& timer, cudaStream_t s) {
   const int64_t m = x.size(0), slots = m * model.top_k;
   const ops::GroupedKernel kernel = ops::preferred_grouped_kernel(ops::ExpertQuant::kFp8W8A8, 0);
   const int64_t block_m = ops::grouped_block_m(slots, model.e, kernel);
@@ -224,6 +228,7 @@ Timing time_gemm1(const Model& model, const Weights& w, bool block, const Tensor
   g.a_scale = static_cast<const float*>(q.scale.data_ptr());
   g.b_scale = static_cast<const float*>((block ? w.w1_scale_block : w.w1_scale_tensor).data_ptr());
   g.c = c1.data_ptr(), g.c_dtype = DType::kBF16, g.ldc = c1.stride(0);
+  g.fast_accum = fast_accum;
   if (kernel == ops::GroupedKernel::kWgmma && block_m >= 64 && ops::grouped_gemm_sm90_sorted_rejects(g, 0).empty()) {
     // fused_experts' prefill path: the rows gathered into sorted order once (not timed), then
     // the TMA-fed kernel writing the sorted intermediate.
@@ -252,7 +257,8 @@ Timing time_gemm1(const Model& model, const Weights& w, bool block, const Tensor
 }
 
 CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m, Timer& timer,
-                    const CopyCeiling& copy, bool graphs, cudaStream_t s) {
+                    const CopyCeiling& copy, const Cli& cli, cudaStream_t s) {
+  const bool graphs = cli.graphs;
   CaseResult r;
   r.model = model.name, r.scaling = block ? "block" : "per_tensor";
   r.m = m, r.e = model.e, r.h = model.h, r.inter = model.inter, r.top_k = model.top_k;
@@ -263,6 +269,7 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m,
   fill_random_bf16(x.data_ptr(), m, model.h, 77 + uint64_t(m), s);
   ops::FusedExpertsOptions o;
   o.use_fp8_w8a8 = true;
+  o.fast_accum = cli.fast_accum;
   o.stream = Stream{s};
   if (block) {
     o.block_shape = std::make_pair(int64_t(128), int64_t(128));
@@ -288,7 +295,10 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m,
       unsetenv("FP8KIT_MOE_GEMM");
     }
     const auto [rel, poisoned] = compare(got, want, s);
-    r.verify_ok = poisoned == 0 && rel <= 1e-2;  // NaN fails
+    // Fast accumulation adds the tensor cores' truncation over the whole K (about 1% of the
+    // output at K = 4096-14336; docs/numerics.md).
+    const double bound = o.fast_accum && !block ? 3e-2 : 1e-2;
+    r.verify_ok = poisoned == 0 && rel <= bound;  // NaN fails
     r.verify = fmt::format("{} (rel L2 vs CUDA-core GEMM {:.1e}, {} unwritten)", r.verify_ok ? "ok" : "FAIL", rel, poisoned);
   }
 
@@ -298,7 +308,7 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m,
   r.tflops = flops / (r.timing.median_us * 1e6);
   r.weight_gbps = bytes / (r.timing.median_us * 1e3);
   r.pct_copy = 100.0 * r.weight_gbps / copy.gbps;
-  r.gemm1_us = time_gemm1(model, w, block, x, routing, timer, s).median_us;
+  r.gemm1_us = time_gemm1(model, w, block, x, routing, o.fast_accum, timer, s).median_us;
   r.gemm1_tflops = 2.0 * double(m * model.top_k) * 2.0 * double(model.h) * double(model.inter) / (r.gemm1_us * 1e6);
   r.gemm1_gbps = double(r.touched) * 2.0 * double(model.h) * double(model.inter) / (r.gemm1_us * 1e3);
 
@@ -381,7 +391,7 @@ int main(int argc, char** argv) {
         if (!block && (scaling != "per_tensor" || !model.per_tensor)) continue;
         for (const int64_t m : cli.ms) {
           try {
-            results.push_back(run_case(model, w, block, m, timer, copy, cli.graphs, stream));
+            results.push_back(run_case(model, w, block, m, timer, copy, cli, stream));
           } catch (const std::exception& e) {
             CaseResult r;
             r.model = model.name, r.scaling = scaling, r.m = m, r.error = e.what(), r.verify_ok = false;
@@ -403,6 +413,7 @@ int main(int argc, char** argv) {
     j["date"] = iso_time_utc();
     add_run_info(j);
     j["copy"] = copy_json(copy);
+    j["fast_accum"] = cli.fast_accum;
     nlohmann::json cases = nlohmann::json::array();
     for (const CaseResult& r : results) {
       nlohmann::json c = {{"model", r.model}, {"scaling", r.scaling}, {"m", r.m},         {"e", r.e},

@@ -1,5 +1,6 @@
 // fused_experts on the CPU: expert parallelism (expert_map; each rank holds only its experts'
-// weights), chunking (FP8KIT_FUSED_MOE_CHUNK_SIZE and options.chunk_size) and the in-place path.
+// weights), chunking (FP8KIT_FUSED_MOE_CHUNK_SIZE and options.chunk_size), the in-place path and
+// fast_accum (FP8KIT_MOE_FAST_ACCUM) on the CPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -134,6 +135,24 @@ TEST(FusedExpertsParallel, ChunkSizeFromEnvironment) {
   testing::expect_invalid([&] { run(in); }, "FP8KIT_FUSED_MOE_CHUNK_SIZE must be a positive integer, got '6x'");
   ::unsetenv("FP8KIT_FUSED_MOE_CHUNK_SIZE");
   EXPECT_EQ(std::memcmp(explicit_chunks.data_ptr(), env_chunks.data_ptr(), env_chunks.nbytes()), 0);
+}
+
+// fast_accum changes only the sm_90 tensor-core path: the CPU result is the same, and the
+// environment switch is parsed strictly.
+TEST(FusedExpertsParallel, FastAccumulationLeavesTheCpuPathAlone) {
+  const Problem p = grid_problem(20, 128, 32, 8, 2, 37);
+  Inputs in = inputs(p, OracleOptions{});
+  const Tensor exact = run(in);
+  in.options.fast_accum = true;
+  const Tensor fast = run(in);
+  EXPECT_EQ(std::memcmp(exact.data_ptr(), fast.data_ptr(), exact.nbytes()), 0);
+  in.options.fast_accum = false;
+  ::setenv("FP8KIT_MOE_FAST_ACCUM", "1", 1);
+  const Tensor env_fast = run(in);
+  EXPECT_EQ(std::memcmp(exact.data_ptr(), env_fast.data_ptr(), exact.nbytes()), 0);
+  ::setenv("FP8KIT_MOE_FAST_ACCUM", "yes", 1);
+  testing::expect_invalid([&] { run(in); }, "FP8KIT_MOE_FAST_ACCUM must be 0 or 1, got 'yes'");
+  ::unsetenv("FP8KIT_MOE_FAST_ACCUM");
 }
 
 TEST(FusedExpertsParallel, InPlaceWritesHiddenStates) {

@@ -105,6 +105,27 @@ __device__ __forceinline__ void wgmma_e4m3<128>(float (&d)[64], uint64_t desc_a,
       : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
 }
 
+template <>
+__device__ __forceinline__ void wgmma_e4m3<256>(float (&d)[128], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+  FP8KIT_WGMMA_ASM(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1;\n}\n"
+      : FP8KIT_WGMMA_D8(0), FP8KIT_WGMMA_D8(8), FP8KIT_WGMMA_D8(16), FP8KIT_WGMMA_D8(24), FP8KIT_WGMMA_D8(32),
+        FP8KIT_WGMMA_D8(40), FP8KIT_WGMMA_D8(48), FP8KIT_WGMMA_D8(56), FP8KIT_WGMMA_D8(64), FP8KIT_WGMMA_D8(72),
+        FP8KIT_WGMMA_D8(80), FP8KIT_WGMMA_D8(88), FP8KIT_WGMMA_D8(96), FP8KIT_WGMMA_D8(104), FP8KIT_WGMMA_D8(112),
+        FP8KIT_WGMMA_D8(120)
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+}
+
 #undef FP8KIT_WGMMA_D8
 
 }  // namespace fp8kit::cuda

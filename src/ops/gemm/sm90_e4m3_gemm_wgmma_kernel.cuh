@@ -8,7 +8,7 @@
 // the H200), and at least the operand bytes over the copy bandwidth.
 //
 // CTA: one producer warpgroup and two consumer warpgroups; an output tile of 128 rows of a by
-// 128 rows of b, each consumer owning 64 rows of a. Persistent: a grid of one CTA a
+// 128 rows of b, each consumer owning 64 rows of a (the other shapes: Traits). Persistent: a grid of one CTA a
 // multiprocessor walks the tiles in groups of kGroupM row tiles (the CTAs in flight share a few
 // tiles of a and b, so each is read from memory about once and then from L2); sorted MoE rows go
 // in groups of one expert's row tiles (sorted_tile_coord).
@@ -27,6 +27,15 @@
 // are 192 floats a thread, so the producer hands its registers to the consumers (setmaxnreg 40 /
 // 232). Measured on the H200, a 256-column tile (the two halves promoted in turn, one fragment)
 // was no faster, and without the second fragment the tensor cores idled during promotion.
+// kFastAccum (the fused MoE's per-tensor GEMMs on request, whose reference accumulates as Triton's
+// FP8 dot does): the whole K accumulates in the tensor cores, no promotion; with 128 x 256 tiles
+// the m64n256 fragment (128 registers) is the result itself, so the tile is stored before the next
+// one starts (Mixtral-8x7B's GEMM1 at M = 4096 1.15x over promoted 128 x 128 tiles).
+//
+// Measured on the H200 and left out (dense GEMMs, wgmma against itself in one call): 128 x 192
+// tiles promoted from one m64n192 fragment (16% less shared-memory traffic a FLOP) 0.95x with
+// per-tensor scales at M = 8192, 1.03x with block scales; no promotion on 128 x 128 tiles
+// 1.02-1.03x; queueing the next tile's first two K tiles (not one) before the epilogue 0.94x.
 //
 // The epilogue goes through a small staging buffer per warp and stores 16 bytes a lane; unrolled
 // over the fragment it made the kernel larger than the instruction cache and cost more than the
@@ -61,21 +70,31 @@ namespace fp8kit::ops::sm90_gemm {
 using cuda::smem_u32;
 
 
-// kBM_ = 128: a 128 x 128 output tile, consumer warpgroup w computing rows 64 w .. 64 w + 63;
-// kBM_ = 64: a 64 x 256 tile, warpgroup w computing columns 128 w .. 128 w + 127 (the fused
-// MoE's sorted rows in blocks of 64, where each expert's last block is on average half padding).
-template <bool kBlock_, int kBM_ = 128>
+// Output tiles (kBM_ x kBN_):
+//   128 x 128: consumer warpgroup w computes rows 64 w .. 64 w + 63 (m64n128);
+//   128 x 256: the same rows by m64n256, fast accumulation only (the fragment is 128 registers
+//              a thread, so there is no room for an f32 result beside it);
+//   64 x 256: warpgroup w computes columns 128 w .. 128 w + 127 (the fused MoE's sorted rows in
+//             blocks of 64, where each expert's last block is on average half padding).
+template <bool kBlock_, int kBM_ = 128, int kBN_ = (kBM_ == 128 ? 128 : 256)>
 struct Traits {
-  static constexpr int kBM = kBM_, kBN = kBM_ == 128 ? 128 : 256, kBK = 128;
-  static_assert(kBM_ == 128 || kBM_ == 64, "tiles of 128 x 128 or 64 x 256");
+  static constexpr int kBM = kBM_, kBN = kBN_, kBK = 128;
+  static_assert((kBM == 128 && (kBN == 128 || kBN == 256)) || (kBM == 64 && kBN == 256),
+                "tiles of 128 x 128, 128 x 256 or 64 x 256");
   static constexpr int kWgRows = kBM == 128 ? 64 : 0, kWgCols = kBM == 128 ? 0 : 128;  // a warpgroup's offsets
+  static constexpr int kWgN = kBM == 128 ? kBN : kBN / 2;  // columns a consumer warpgroup computes
+  static constexpr int kFrag = kWgN / 2;                    // f32 registers of its fragment, a thread
   static constexpr int kThreads = 384;  // consumer warpgroups 0 and 1, producer warpgroup 2
   static constexpr int kABytes = kBM * kBK, kBBytes = kBN * kBK, kStageBytes = kABytes + kBBytes;
-  static constexpr int kStages = kBM == 128 ? 6 : 5;  // 40 KB stages of 64 x 256 tiles: 5 fit
+  // As many stages as fit beside the epilogue's buffers: 32 KB stages 6, 40 KB 5, 48 KB 4.
+  static constexpr int kStages = kStageBytes <= 32768 ? 6 : kStageBytes <= 40960 ? 5 : 4;
   // Epilogue staging: per consumer warp 16 rows x 32 columns of f32, rows padded to 40 floats.
   static constexpr int kEpiStride = 40, kEpiWarpFloats = 16 * kEpiStride;
   static constexpr int kEpiBytes = 8 * kEpiWarpFloats * 4;
   static constexpr int kSmemBytes = kStages * kStageBytes + kEpiBytes + 1024;  // + alignment slack
+  // The kernel's static shared memory (scales, barriers) comes on top; an H100/H200 CTA has 227 KB.
+  static constexpr int kStaticSmemBytes = (kBlock_ ? kStages * kBM * 4 : 4) + 16 * kStages + 16 * kBN + 64;
+  static_assert(kSmemBytes + kStaticSmemBytes <= 227 * 1024, "shared memory of an H100/H200 CTA");
   static_assert(kABytes % 1024 == 0 && kStageBytes % 1024 == 0, "swizzled tiles need 1024-byte alignment");
 };
 
@@ -191,12 +210,18 @@ struct SortedRows {
   int64_t sb_expert_stride = 0;        // b's scales of expert e at scale_b + e * stride
 };
 
-template <bool kBlock, typename OutT, bool kSorted, int kBM = 128>
+template <bool kBlock, typename OutT, bool kSorted, int kBM = 128, int kBN = (kBM == 128 ? 128 : 256),
+          bool kFastAccum = false>
 __global__ void __launch_bounds__(384, 1)
     sm90_e4m3_gemm_wgmma_kernel(const ScaledMmArgs g, const SortedRows sorted, const __grid_constant__ CUtensorMap a_map,
                                 const __grid_constant__ CUtensorMap b_map) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = Traits<kBlock, kBM>;
+  using T = Traits<kBlock, kBM, kBN>;
+  constexpr int kF = T::kFrag;
+  // A fragment of 128 registers is the result itself (fast accumulation straight into acc).
+  constexpr bool kAccIsFragment = kF > 64;
+  static_assert(!kFastAccum || !kBlock, "block scales apply per K tile");
+  static_assert(!kAccIsFragment || kFastAccum, "m64n256 fragments leave no room for promotion");
   constexpr int kS = T::kStages, kBK = T::kBK;
   extern __shared__ uint8_t smem_raw[];
   // [stage]{a kBM x 128 B, b kBN x 128 B}, swizzled, 1024-byte aligned.
@@ -284,7 +309,7 @@ __global__ void __launch_bounds__(384, 1)
   const int wg = tid / 128, warp = (tid / 32) % 4, lg = lane / 4, lt = lane % 4;
   const int row_in_tile = wg * T::kWgRows + warp * 16 + lg;  // this thread's rows: row_in_tile and + 8
   const int wg_col0 = wg * T::kWgCols;                         // its warpgroup's first column in the tile
-  float acc[64], part0[64], part1[64];
+  float acc[kF], part0[kF], part1[kF];  // part0 and part1: fragments of 64 only
   // Block: the scales of a fragment's K tile, a_s of this thread's two rows and b_s of the tile's
   // 128 columns (read while the stage is held).
   struct TileScales {
@@ -300,7 +325,7 @@ __global__ void __launch_bounds__(384, 1)
   };
   // Waits for the CTA's k tile i (k tile kt of an output tile whose weight scales are sb) and
   // queues its product into `part`.
-  auto issue = [&](float (&part)[64], uint32_t i, const float* sb, int kt, TileScales& sc) {
+  auto issue = [&](float (&part)[kF], uint32_t i, const float* sb, int kt, TileScales& sc, bool fresh = true) {
     const uint32_t stage = i % kS;
     if constexpr (kBlock) sc.b = __ldg(sb + int64_t(kt) * g.sb_group_stride);
     cuda::mbarrier_wait(smem_u32(&s_full[stage]), (i / kS) & 1u);
@@ -314,30 +339,34 @@ __global__ void __launch_bounds__(384, 1)
     cuda::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kBK / 32; ++ks) {
-      cuda::wgmma_e4m3<128>(part, cuda::wgmma_desc_sw128(a_tile + 32 * ks), cuda::wgmma_desc_sw128(b_tile + 32 * ks),
-                            ks > 0);
+      cuda::wgmma_e4m3<T::kWgN>(part, cuda::wgmma_desc_sw128(a_tile + 32 * ks), cuda::wgmma_desc_sw128(b_tile + 32 * ks),
+                                ks > 0 || !fresh);
     }
     cuda::wgmma_commit();
   };
-  // The CTA's k tile i is multiplied: its stage goes back to the producer, and it is promoted.
-  auto retire = [&](float (&part)[64], uint32_t i, const TileScales& sc) {
+  // The CTA's k tile i is multiplied: its stage goes back to the producer.
+  auto release = [&](float (&part)[kF], uint32_t i) {
     cuda::wgmma_fence_operands(part);
     __syncwarp();
     if (lane == 0) cuda::mbarrier_arrive(smem_u32(&s_empty[i % kS]));
+  };
+  // The CTA's k tile i is multiplied: its stage goes back to the producer, and it is promoted.
+  auto retire = [&](float (&part)[kF], uint32_t i, const TileScales& sc) {
+    release(part, i);
     if constexpr (kBlock && kSorted) {
       // The MoE reference's order (Triton's), fma(partial * a_s, b_s, acc): bit-exact on integer
       // grids whatever the activation scales, which the fused layer's tolerances assume.
 #pragma unroll
-      for (int e = 0; e < 64; ++e) acc[e] = __fmaf_rn(__fmul_rn(part[e], (e % 4) < 2 ? sc.lo : sc.hi), sc.b, acc[e]);
+      for (int e = 0; e < kF; ++e) acc[e] = __fmaf_rn(__fmul_rn(part[e], (e % 4) < 2 ? sc.lo : sc.hi), sc.b, acc[e]);
     } else if constexpr (kBlock) {
       // DeepGEMM's order, one FMA an element: acc + partial * (a_s * b_s). The reference's
       // (partial * a_s) * b_s + acc differs by f32 rounding only (docs/numerics.md).
       const float s_lo = __fmul_rn(sc.lo, sc.b), s_hi = __fmul_rn(sc.hi, sc.b);
 #pragma unroll
-      for (int e = 0; e < 64; ++e) acc[e] = __fmaf_rn(part[e], (e % 4) < 2 ? s_lo : s_hi, acc[e]);
+      for (int e = 0; e < kF; ++e) acc[e] = __fmaf_rn(part[e], (e % 4) < 2 ? s_lo : s_hi, acc[e]);
     } else {
 #pragma unroll
-      for (int e = 0; e < 64; ++e) acc[e] = __fadd_rn(acc[e], part[e]);
+      for (int e = 0; e < kF; ++e) acc[e] = __fadd_rn(acc[e], part[e]);
     }
   };
   // The CTA's tiles: every gridDim.x-th of the raster.
@@ -371,7 +400,7 @@ __global__ void __launch_bounds__(384, 1)
     float* const buf = epi + (tid / 32) * T::kEpiWarpFloats;
     {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
+      for (int q = 0; q < T::kWgN / 32; ++q) {
         __syncwarp();  // the previous chunk has been read
 #pragma unroll
         for (int jj = 0; jj < 4; ++jj) {
@@ -418,7 +447,7 @@ __global__ void __launch_bounds__(384, 1)
   auto start_tile = [&](const TileCoord& next, int expert) {
     c = next;
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < kF; ++i) acc[i] = 0.0f;
     col_scale = col_bias = 0.0f;
     if (const int64_t col = c.n0 + tid; tid < T::kBN && col < g.n) {
       col_scale = kSorted ? (expert >= 0 ? g.scale_b[expert] : 0.0f) : col_vector ? g.scale_b[col] : col_scale0;
@@ -455,32 +484,60 @@ __global__ void __launch_bounds__(384, 1)
       if (t + gridDim.x < num_tiles) window = window_of(t + gridDim.x);
       if (epilogue_due) store_tile();
       start_tile(next, expert);
+    } else if constexpr (kAccIsFragment) {
+      // acc is busy until the tile is stored: store first, then the whole K into acc.
+      const float* const sb_col = tile_sb(next, expert);
+      if (t + gridDim.x < num_tiles) window = window_of(t + gridDim.x);
+      if (epilogue_due) store_tile();
+      start_tile(next, expert);
+      issue(acc, it, sb_col, 0, sc0);
+      for (int kt = 1; kt < num_k_tiles; ++kt) {
+        issue(acc, it + kt, sb_col, kt, sc0, false);
+        cuda::wgmma_wait<1>();
+        release(acc, it + kt - 1);
+      }
+      cuda::wgmma_wait<0>();
+      release(acc, it + num_k_tiles - 1);
+      it += uint32_t(num_k_tiles);
     } else {
       const float* const sb_col = tile_sb(next, expert);
       issue(part0, it, sb_col, 0, sc0);
       if (t + gridDim.x < num_tiles) window = window_of(t + gridDim.x);
       if (epilogue_due) store_tile();
       start_tile(next, expert);
-      // Two fragments take turns, so that the tensor cores multiply k tile kt while kt - 1 is
-      // promoted; each fragment keeps one role per step (ptxas then keeps the wgmmas asynchronous).
-      int kt = 1;
-      for (; kt + 1 < num_k_tiles; kt += 2) {
-        issue(part1, it + kt, sb_col, kt, sc1);
-        cuda::wgmma_wait<1>();
-        retire(part0, it + kt - 1, sc0);
-        issue(part0, it + kt + 1, sb_col, kt + 1, sc0);
-        cuda::wgmma_wait<1>();
-        retire(part1, it + kt, sc1);
-      }
-      if (kt < num_k_tiles) {
-        issue(part1, it + kt, sb_col, kt, sc1);
-        cuda::wgmma_wait<1>();
-        retire(part0, it + kt - 1, sc0);
+      if constexpr (kFastAccum) {
+        // The whole K accumulates in part0 (in the tensor cores), which then becomes the result.
+        for (int kt = 1; kt < num_k_tiles; ++kt) {
+          issue(part0, it + kt, sb_col, kt, sc0, false);
+          cuda::wgmma_wait<1>();
+          release(part0, it + kt - 1);
+        }
         cuda::wgmma_wait<0>();
-        retire(part1, it + kt, sc1);
+        release(part0, it + num_k_tiles - 1);
+#pragma unroll
+        for (int e = 0; e < kF; ++e) acc[e] = part0[e];
       } else {
-        cuda::wgmma_wait<0>();
-        retire(part0, it + kt - 1, sc0);
+        // Two fragments take turns, so that the tensor cores multiply k tile kt while kt - 1 is
+        // promoted; each fragment keeps one role per step (ptxas then keeps the wgmmas asynchronous).
+        int kt = 1;
+        for (; kt + 1 < num_k_tiles; kt += 2) {
+          issue(part1, it + kt, sb_col, kt, sc1);
+          cuda::wgmma_wait<1>();
+          retire(part0, it + kt - 1, sc0);
+          issue(part0, it + kt + 1, sb_col, kt + 1, sc0);
+          cuda::wgmma_wait<1>();
+          retire(part1, it + kt, sc1);
+        }
+        if (kt < num_k_tiles) {
+          issue(part1, it + kt, sb_col, kt, sc1);
+          cuda::wgmma_wait<1>();
+          retire(part0, it + kt - 1, sc0);
+          cuda::wgmma_wait<0>();
+          retire(part1, it + kt, sc1);
+        } else {
+          cuda::wgmma_wait<0>();
+          retire(part0, it + kt - 1, sc0);
+        }
       }
       it += uint32_t(num_k_tiles);
     }

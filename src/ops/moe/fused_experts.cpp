@@ -35,6 +35,14 @@ int64_t chunk_size_from_env() {
   return value;
 }
 
+bool fast_accum_from_env() {
+  const char* env = std::getenv("FP8KIT_MOE_FAST_ACCUM");
+  if (env == nullptr || *env == '\0') return false;
+  const std::string_view text(env);
+  FP8KIT_CHECK_ARG(text == "0" || text == "1", "FP8KIT_MOE_FAST_ACCUM must be 0 or 1, got '{}'", text);
+  return text == "1";
+}
+
 GatedActivation parse_activation(const std::string& activation) {
   if (activation == "silu") return GatedActivation::kSilu;
   if (activation == "gelu") return GatedActivation::kGelu;
@@ -184,6 +192,7 @@ Tensor fused_experts(const Tensor& hidden_states, const Tensor& w1, const Tensor
   FP8KIT_CHECK_ARG(options.chunk_size >= 0, "{}: `chunk_size` must be 0 (the default) or positive, got {}", kOp,
                    options.chunk_size);
   a.chunk_size = options.chunk_size > 0 ? options.chunk_size : chunk_size_from_env();
+  a.fast_accum = options.fast_accum || fast_accum_from_env();
 
   a.out = options.inplace ? hidden_states : Tensor::empty(hidden_states.shape(), hidden_states.dtype(),
                                                          hidden_states.device());

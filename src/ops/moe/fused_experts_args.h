@@ -37,6 +37,7 @@ struct FusedExpertsArgs {
   GatedActivation activation = GatedActivation::kSilu;
   bool apply_router_weight_on_input = false;
   int64_t chunk_size = 32768;  // tokens per chunk, >= 1
+  bool fast_accum = false;     // FusedExpertsOptions::fast_accum (or FP8KIT_MOE_FAST_ACCUM=1)
 };
 
 // Step 3 of the layer: the gated activation of C1 [rows, 2I] (contiguous rows) into C2 [rows, I].

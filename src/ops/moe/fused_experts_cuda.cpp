@@ -87,6 +87,7 @@ GroupedGemmArgs gemm_args(const FusedExpertsArgs& a, const Routing& r, const Ope
   g.block = a.block;
   g.block_n = a.block_n;
   g.block_k = a.block_k;
+  g.fast_accum = a.fast_accum;
   g.a_scale = f32_ptr(x.scale);
   g.b_scale = f32_ptr(w_scale);
   g.slot_weight = mul_routed_weight ? r.weights : nullptr;

@@ -40,6 +40,7 @@ struct GroupedGemmArgs {
   const float* a_scale = nullptr;  // kFp8W8A8 per-tensor: [1]; block: [rows, ceil(k / block_k)] row-major
   const float* b_scale = nullptr;  // per-tensor: [E]; block: [E, ceil(n / block_n), ceil(k / block_k)] contiguous
   const float* slot_weight = nullptr;  // [num_slots] routed weights multiplied into acc, or null
+  bool fast_accum = false;  // per-tensor, sorted kernel: the whole K in the tensor cores (no promotion)
 
   void* c = nullptr;  // [num_slots, n] of c_dtype, row `slot` at c + slot * ldc
   DType c_dtype = DType::kBF16;
