@@ -36,7 +36,7 @@ struct Cli {
                "usage: %s [[--json] PATH] [--m 1,16,...] [--shapes NxK|MODEL,...] [--scalings KEY,...] "
                "[--filter TEXT]\n"
                "          [--flush read|write] [--target-ms MS] [--min-reps N] [--max-reps N] [--quick] [--no-b2b]\n"
-               "          [--block-act-scales tma|colmajor]\n"
+               "          [--block-act-scales tma|colmajor] [--fast-accum]\n"
                "  M default: 1,16,64,128,512,2048,8192. Shapes: NxK pairs or models llama3-8b, llama3-70b, "
                "deepseek-v3\n"
                "  (default: all eleven of PERF_TARGETS). Scalings: per_tensor, per_token_channel, block, bf16,\n"
@@ -44,6 +44,7 @@ struct Cli {
                "  --filter keeps cases whose \"SCALING NxK M=m\" contains TEXT.\n"
                "  --block-act-scales: the block case's activation scales from per_token_group_quant, column-major\n"
                "  with each column padded to a multiple of 4 rows (tma, default) or unpadded (colmajor).\n"
+               "  --fast-accum: per-tensor and per-token x per-channel without promotion (ScaledMmOptions::fast_accum).\n"
                "  JSON default: $FP8KIT_RESULTS_DIR/bench_gemm.json, else ./gpu-results/bench_gemm.json\n",
                argv0);
   std::exit(2);
@@ -128,6 +129,8 @@ Cli parse(int argc, char** argv) {
       cli.run.block_scales_tma_aligned = v == "tma";
     } else if (a == "--no-b2b") {
       cli.run.back_to_back = false;
+    } else if (a == "--fast-accum") {
+      cli.run.fast_accum = true;
     } else if (!a.empty() && a[0] != '-' && cli.json_path.empty()) {
       cli.json_path = a;  // bench_gemm RESULTS.json
     } else {
@@ -185,6 +188,7 @@ void write_json(const Cli& cli, const std::vector<GemmCaseResult>& results, cons
                           "per_token_group_quant'ed from random bf16; bf16: random bf16"},
                  {"block_act_scales", cli.run.block_scales_tma_aligned ? "column-major, TMA-aligned (M padded to 4)"
                                                                       : "column-major [K/128][M]"},
+                 {"fast_accum", cli.run.fast_accum},
                  {"verify", "output poisoned, every element must be written; first and last 8 rows x three "
                             "128-column blocks vs the CPU reference: |y - ref| <= 0.15 + 0.02 |ref| and relative "
                             "L2 <= 1e-2"}};

@@ -98,14 +98,15 @@ std::vector<double> to_doubles(const Tensor& t) {
 }
 
 Plan make_plan(const std::string& key, const WeightInputs& w, const ActInputs& a, Bf16CublasLtGemm* bf16_gemm,
-               cudaStream_t stream) {
+               bool fast_accum, cudaStream_t stream) {
   const Device cpu = Device::cpu();
   const Stream st{static_cast<void*>(stream)};
   Plan p;
-  auto options = [&a, st](int i) {
+  auto options = [&a, st, fast_accum](int i) {
     ops::ScaledMmOptions o;
     o.out_dtype = DType::kBF16;
     o.output = a.out[static_cast<size_t>(i)];
+    o.fast_accum = fast_accum;
     o.stream = st;
     return o;
   };
@@ -426,7 +427,7 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
             bf16_gemm->prepare(m, n, k);
             r.description += " (" + bf16_gemm->algo_note() + ")";
           }
-          const Plan plan = make_plan(r.scaling, w, a, bf16_gemm.get(), stream_);
+          const Plan plan = make_plan(r.scaling, w, a, bf16_gemm.get(), config.fast_accum, stream_);
           verify(plan, a, n, stream_, r);
           auto launch = [&](int i) { plan.run(i % copies); };
           r.timing = timer_.time(launch);

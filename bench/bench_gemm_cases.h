@@ -78,6 +78,7 @@ struct GemmRunConfig {
   // Block activation scales as DeepGEMM reads them (column-major, each column padded to a multiple
   // of 4 rows: tma_aligned_scales) or plain column-major [K/128][M] (what cuBLASLt's block mode reads).
   bool block_scales_tma_aligned = true;
+  bool fast_accum = false;  // ScaledMmOptions::fast_accum of the per-tensor and per-token x per-channel cases
 };
 
 class GemmRunner {

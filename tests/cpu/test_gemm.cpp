@@ -25,6 +25,9 @@ TEST(GemmRef, HandComputedPerTensorWithBias) {
   const Tensor y = ops::scaled_mm(a, b, Tensor::scalar_f32(2.0f), Tensor::scalar_f32(0.5f), o);
   const std::vector<float> want = {11, 18.5f, 13, 17.5f};  // 2 * 0.5 * acc + bias
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y.data<float>()[i], want[i]) << i;
+  o.fast_accum = true;  // a tensor-core option: the reference is exact either way
+  const Tensor y_fast = ops::scaled_mm(a, b, Tensor::scalar_f32(2.0f), Tensor::scalar_f32(0.5f), o);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(y_fast.data<float>()[i], want[i]) << i;
 }
 
 TEST(GemmRef, HandComputedPerTokenPerChannel) {

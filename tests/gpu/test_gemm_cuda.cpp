@@ -53,6 +53,7 @@ struct Problem {
   Tensor a, b, sa, sb, bias;  // CPU tensors
   std::optional<std::pair<int64_t, int64_t>> block;
   DType out = DType::kBF16;
+  bool fast_accum = false;  // ScaledMmOptions::fast_accum (the GPU run only)
 };
 
 enum class Scaling { kTensor, kTokenChannel, kTokenTensor, kTensorChannel, kBlock };
@@ -94,6 +95,7 @@ Tensor run_gpu(const Problem& p) {
   ScaledMmOptions o;
   o.out_dtype = p.out;
   o.block = p.block;
+  o.fast_accum = p.fast_accum;
   if (p.bias.defined()) o.bias = p.bias.to(kGpu);
   o.output = Tensor::empty({p.a.size(0), p.b.size(0)}, p.out, kGpu);
   o.output.fill_bytes_(0xff);
@@ -132,12 +134,12 @@ std::vector<double> term_magnitudes(const Problem& p) {
 // Hopper), so the bound is a share of the sum of |terms| (2^-10 of it), plus the output's own
 // rounding. A dropped or doubled term, a wrong scale or an unwritten (NaN) element fails it.
 void expect_close(const Tensor& got, const Tensor& want, const std::vector<double>& magnitude,
-                  const std::string& what) {
+                  const std::string& what, double accumulation_bound = 0x1p-10) {
   const double unit = got.dtype() == DType::kF32 ? 1e-6 : got.dtype() == DType::kF16 ? 1e-3 : 8e-3;
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < want.numel(); ++i) {
     const double g = read_out(got, i), w = read_out(want, i);
-    const bool ok = std::abs(g - w) <= 2 * unit * std::abs(w) + std::ldexp(magnitude[size_t(i)], -10);  // NaN fails
+    const bool ok = std::abs(g - w) <= 2 * unit * std::abs(w) + accumulation_bound * magnitude[size_t(i)];  // NaN fails
     if (!ok) {
       if (first < 0) first = i;
       ++bad;
@@ -227,6 +229,13 @@ TEST(GemmCuda, ExactOnIntegerGrids) {
     p.block.reset();
     const Tensor y1 = run_gpu(p), y_ref = run_cpu(p);
     EXPECT_EQ(std::memcmp(y1.data_ptr(), y_ref.data_ptr(), y1.nbytes()), 0) << "token x channel, " << backend.name;
+    if (backend.name[0] == '\0' || std::strcmp(backend.name, "wgmma") == 0) {
+      p.fast_accum = true;  // the whole K in the tensor cores: exact while its partial sums fit their bits
+      const Tensor y_fast = run_gpu(p);
+      EXPECT_EQ(std::memcmp(y_fast.data_ptr(), y_ref.data_ptr(), y_fast.nbytes()), 0)
+          << "token x channel, fast_accum, " << backend.name;
+      p.fast_accum = false;
+    }
     p.sa = pow2({k / 128, m}).t();
     p.sb = pow2({n / 128, k / 128});
     p.block = std::make_pair(128, 128);
@@ -237,6 +246,38 @@ TEST(GemmCuda, ExactOnIntegerGrids) {
       expect_close(y2, y2_ref, term_magnitudes(p), "block (cuBLASLt)");
     } else {
       EXPECT_EQ(std::memcmp(y2.data_ptr(), y2_ref.data_ptr(), y2.nbytes()), 0) << "block, " << backend.name;
+    }
+  }
+}
+
+// ScaledMmOptions::fast_accum on cuBLASLt and on the wgmma kernel (128 x 256 tiles: tails of N,
+// many persistent tiles, short and long K). Each k32 instruction adds its products into the
+// accumulator with about 13 fraction bits of the larger magnitude (DeepSeek-V3 report, 3.3.2), so
+// the error is bounded by (K / 32 + 2) 2^-13 of the sum of |terms|; a skipped K tile or a wrong
+// scale breaks it at K = 256-640, and the wgmma result must differ from the promoted one at
+// K = 4096 (the option reaches the kernel).
+TEST(GemmCuda, FastAccumulation) {
+  std::mt19937 rng(23);
+  std::vector<Backend> backends_fast{Backend{""}};
+  if (has_wgmma()) backends_fast.push_back(Backend{"wgmma"});
+  for (const Backend backend : backends_fast) {
+    ForceBackend force(backend.name);
+    for (Scaling s : {Scaling::kTensor, Scaling::kTokenChannel}) {
+      for (const auto& [m, n, k] :
+           std::vector<std::array<int64_t, 3>>{{129, 520, 4096}, {1536, 4352, 640}, {200, 136, 256}, {1, 264, 512}}) {
+        Problem p = make_problem(m, n, k, s, DType::kBF16, true, rng);
+        p.fast_accum = true;
+        const Tensor fast = run_gpu(p);
+        const std::string what = std::string("fast_accum '") + backend.name + "' " + scaling_name(s) + " m,n,k " +
+                                 std::to_string(m) + "," + std::to_string(n) + "," + std::to_string(k);
+        expect_close(fast, run_cpu(p), term_magnitudes(p), what, double(k / 32 + 2) * 0x1p-13);
+        if (k == 4096 && backend.name[0] != '\0') {
+          p.fast_accum = false;
+          const Tensor promoted = run_gpu(p);
+          EXPECT_NE(std::memcmp(fast.data_ptr(), promoted.data_ptr(), fast.nbytes()), 0)
+              << what << ": the same bits as the promoted kernel";
+        }
+      }
     }
   }
 }

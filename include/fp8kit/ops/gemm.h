@@ -36,6 +36,12 @@ struct ScaledMmOptions {
   DType out_dtype = DType::kBF16;
   std::optional<std::pair<int64_t, int64_t>> block;  // {block_n, block_k}: block scaling
   Tensor output;                                      // preallocated [M, N] of out_dtype, contiguous
+  // Per-tensor / per-token / per-channel scales on CUDA: acc accumulates the whole K in the FP8
+  // tensor cores without promotion into f32 (torch._scaled_mm's use_fast_accum; the FastAccum
+  // kernels of vLLM's CUTLASS FP8 path). Faster, and less exact: the tensor cores keep about 14
+  // bits while they add, so the error grows with K (docs/numerics.md). Block scales are promoted
+  // per K block regardless; the CPU reference ignores it.
+  bool fast_accum = false;
   Stream stream;
 };
 

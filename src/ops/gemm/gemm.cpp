@@ -115,6 +115,7 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b_in, const Tensor& scale_a, con
   args.out = out.data_ptr();
   args.ldc = n;
   args.out_dtype = out_dtype;
+  args.fast_accum = options.fast_accum && !options.block;
   if (m == 0 || n == 0) return out;
   route(kOp, a.device(), args, scaled_mm_ref, scaled_mm_cuda, options.stream);
   return out;

@@ -34,6 +34,7 @@ struct ScaledMmArgs {
   void* out = nullptr;                   // [m, n] of out_dtype, row i at out + i * ldc
   int64_t ldc = 0;
   DType out_dtype = DType::kBF16;        // bf16 | f16 | f32
+  bool fast_accum = false;               // ScaledMmOptions::fast_accum (not with kBlock)
 };
 
 // weight_only_mm: 16-bit activations times dequantized FP8 weights.

@@ -128,9 +128,10 @@ DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms) {
   return p;
 }
 
-WgmmaGemmPlan plan_wgmma_gemm(int64_t m, int64_t n, int num_sms) {
+WgmmaGemmPlan plan_wgmma_gemm(int64_t m, int64_t n, int num_sms, bool fast_accum) {
   WgmmaGemmPlan p;
-  p.tiles = ceil_div(m, 128) * ceil_div(n, 128);
+  p.tile_n = fast_accum ? 256 : 128;
+  p.tiles = ceil_div(m, 128) * ceil_div(n, p.tile_n);
   p.ctas = std::min<int64_t>(p.tiles, std::max(num_sms, 1));
   return p;
 }

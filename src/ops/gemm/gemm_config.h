@@ -55,13 +55,14 @@ std::string wgmma_rejects(const GemmDesc& desc);
 // would be mostly padding).
 inline constexpr int64_t kWgmmaMinM = 128;
 
-// The kernel's persistent grid: one CTA a multiprocessor (no more than tiles) walks the
-// 128 x 128 output tiles.
+// The kernel's persistent grid: one CTA a multiprocessor (no more than tiles) walks the output
+// tiles of 128 rows by tile_n columns (128; 256 with fast accumulation).
 struct WgmmaGemmPlan {
   int64_t tiles = 0;
   int64_t ctas = 0;
+  int tile_n = 128;
 };
-WgmmaGemmPlan plan_wgmma_gemm(int64_t m, int64_t n, int num_sms);
+WgmmaGemmPlan plan_wgmma_gemm(int64_t m, int64_t n, int num_sms, bool fast_accum = false);
 
 // sm90_e4m3_gemm_decode. Each CTA streams a kDecodeTileN-row tile of b over a K range that is a
 // whole number of kDecodeChunkK chunks (the 128-wide K-blocks of block scaling), one 16-row slice

@@ -47,7 +47,8 @@ cublasLtMatmulMatrixScale_t scale_mode(ScaleKind kind, bool is_weight) {
   return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
 }
 
-using PlanKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, bool>;
+// m, n, k, lda, ldb, ldc, scale kinds, out dtype, bias, fast_accum
+using PlanKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, bool, bool>;
 
 // The descriptors of one problem shape and the algorithm chosen for it.
 struct Plan {
@@ -95,7 +96,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const ScaledMmArgs& p) {
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
   check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)), "transa");
   check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)), "transb");
-  const int8_t fast_accum = 0;  // promote the FP8 accumulator: no precision loss
+  const int8_t fast_accum = p.fast_accum ? 1 : 0;  // 0: promote the FP8 accumulator, no precision loss
   check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof(fast_accum)),
         "fast accumulation");
   const cublasLtMatmulMatrixScale_t mode_a = scale_mode(p.scale_b_kind, true), mode_b = scale_mode(p.scale_a_kind, false);
@@ -144,7 +145,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const ScaledMmArgs& p) {
 bool scaled_mm_cublaslt(const ScaledMmArgs& p, cudaStream_t stream) {
   Context& ctx = context();
   const PlanKey key{p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(p.scale_a_kind), int(p.scale_b_kind), int(p.out_dtype),
-                    p.bias != nullptr};
+                    p.bias != nullptr, p.fast_accum};
   auto it = ctx.plans.find(key);
   if (it == ctx.plans.end()) it = ctx.plans.emplace(key, make_plan(ctx, p)).first;
   Plan& plan = *it->second;

@@ -112,7 +112,7 @@ void scaled_mm_cuda(const ScaledMmArgs& args, Stream stream) {
     return;
   }
   if (config.backend == GemmBackend::kWgmma) {
-    sm90_e4m3_gemm_wgmma(args, plan_wgmma_gemm(args.m, args.n, sm_count()), s);
+    sm90_e4m3_gemm_wgmma(args, plan_wgmma_gemm(args.m, args.n, sm_count(), args.fast_accum), s);
     return;
   }
   if (config.backend == GemmBackend::kCublasLt) {

@@ -15,12 +15,14 @@
 namespace fp8kit::ops {
 namespace {
 
-template <bool kBlock, typename OutT>
+// kFast: ScaledMmArgs::fast_accum, 128 x 256 tiles with the whole K in the tensor cores.
+template <bool kBlock, typename OutT, bool kFast>
 void launch(const ScaledMmArgs& g, const WgmmaGemmPlan& plan, cudaStream_t stream) {
-  using T = sm90_gemm::Traits<kBlock>;
-  constexpr auto kernel = sm90_gemm::sm90_e4m3_gemm_wgmma_kernel<kBlock, OutT, false>;
+  constexpr int kBN = kFast ? 256 : 128;
+  using T = sm90_gemm::Traits<kBlock, 128, kBN>;
+  constexpr auto kernel = sm90_gemm::sm90_e4m3_gemm_wgmma_kernel<kBlock, OutT, false, 128, kBN, kFast>;
   cuda::allow_dynamic_smem<kernel>(T::kSmemBytes);
-  // a [M, K] and b [N, K] as bytes, read in 128 x 128 boxes.
+  // a [M, K] and b [N, K] as bytes, read in 128 x 128 and kBN x 128 boxes.
   const CUtensorMap a_map = cuda::make_tensor_map_3d_u8_sw128(g.a, uint64_t(g.k), uint64_t(g.m), 1, uint64_t(g.lda),
                                                               uint64_t(g.lda) * uint64_t(g.m), T::kBK, T::kBM);
   const CUtensorMap b_map = cuda::make_tensor_map_3d_u8_sw128(g.b, uint64_t(g.k), uint64_t(g.n), 1, uint64_t(g.ldb),
@@ -29,12 +31,12 @@ void launch(const ScaledMmArgs& g, const WgmmaGemmPlan& plan, cudaStream_t strea
   FP8KIT_CHECK_LAUNCH(stream, "sm90_e4m3_gemm_wgmma_kernel");
 }
 
-template <bool kBlock>
+template <bool kBlock, bool kFast>
 void launch_out(const ScaledMmArgs& g, const WgmmaGemmPlan& plan, cudaStream_t stream) {
   switch (g.out_dtype) {
-    case DType::kBF16: launch<kBlock, BFloat16>(g, plan, stream); break;
-    case DType::kF16: launch<kBlock, Float16>(g, plan, stream); break;
-    default: launch<kBlock, float>(g, plan, stream); break;
+    case DType::kBF16: launch<kBlock, BFloat16, !kBlock && kFast>(g, plan, stream); break;
+    case DType::kF16: launch<kBlock, Float16, !kBlock && kFast>(g, plan, stream); break;
+    default: launch<kBlock, float, !kBlock && kFast>(g, plan, stream); break;
   }
 }
 
@@ -43,9 +45,11 @@ void launch_out(const ScaledMmArgs& g, const WgmmaGemmPlan& plan, cudaStream_t s
 void sm90_e4m3_gemm_wgmma(const ScaledMmArgs& args, const WgmmaGemmPlan& plan, cudaStream_t stream) {
   if (args.m <= 0 || args.n <= 0) return;
   if (args.scale_a_kind == ScaleKind::kBlock) {
-    launch_out<true>(args, plan, stream);
+    launch_out<true, false>(args, plan, stream);
+  } else if (args.fast_accum) {
+    launch_out<false, true>(args, plan, stream);
   } else {
-    launch_out<false>(args, plan, stream);
+    launch_out<false, false>(args, plan, stream);
   }
 }
 

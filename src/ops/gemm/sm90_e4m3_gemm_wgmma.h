@@ -10,7 +10,8 @@
 
 namespace fp8kit::ops {
 
-// Runs `args` (wgmma_rejects(describe(args, 90)) == "") with `plan` on `stream`.
+// Runs `args` (wgmma_rejects(describe(args, 90)) == "") with `plan` (plan_wgmma_gemm with
+// args.fast_accum) on `stream`.
 void sm90_e4m3_gemm_wgmma(const ScaledMmArgs& args, const WgmmaGemmPlan& plan, cudaStream_t stream);
 
 }  // namespace fp8kit::ops
