@@ -49,7 +49,7 @@ struct FusedExpertsOptions {
   // FP8 with per-tensor scales on sm_90 prefill (moe_align blocks of 128, i.e. more than 384
   // tokens an expert on average): accumulate the whole K in the tensor cores, as the reference's
   // Triton kernel does (spec 2.3), instead of promoting every 128 of K into f32. Faster (128 x 256
-  // tiles; Mixtral-8x7B M = 2048-4096 1.09-1.15x on the H200) and less exact: the FP8 tensor cores
+  // tiles; Mixtral-8x7B M = 2048-4096 1.03-1.15x on the H200) and less exact: the FP8 tensor cores
   // keep about 14 bits while they add, so the error grows with K (about 1% relative L2 of the
   // layer's output at K = 4096 / 14336; docs/numerics.md). Also turned on by
   // FP8KIT_MOE_FAST_ACCUM=1. The CPU path and the other kernels ignore it.

@@ -4,8 +4,8 @@
 // the dense GEMM, instead of a gathered by cp.async (grouped_gemm_sm90_wgmma.cu). The tile of
 // sorted position p uses expert expert_ids[p / block] (b as a 3-D tensor map [E, N, K]); blocks
 // of 128 run 128 x 128 tiles (128 x 256 with fast accumulation), blocks of 64 run 64 x 256 tiles
-// (half the padding rows of an expert's last block). The output row is p itself (GEMM1: the intermediate stays sorted) or the
-// slot sorted_ids[p] (GEMM2).
+// (half the padding rows of an expert's last block). The output row is p itself (GEMM1: the
+// intermediate stays sorted) or the slot sorted_ids[p] (GEMM2).
 // Also gather_sorted_rows, which puts GEMM1's quantized activation rows in sorted order.
 // Tests: tests/gpu/test_fused_experts_cuda.cpp; bench: bench/bench_moe.cpp.
 #include <cuda_runtime.h>
@@ -49,7 +49,7 @@ void launch_kernel(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, 
 // Promoted every 128 of K: 128 x 128 tiles in blocks of 128, 64 x 256 in blocks of 64. Fast
 // accumulation (per-tensor scales, g.fast_accum, blocks of 128): the whole K in the tensor cores,
 // as the reference's Triton kernel does (spec 2.3), which frees the registers for 128 x 256 tiles
-// (m64n256): Mixtral-8x7B's layer at M = 2048-4096 1.09-1.15x on the H200. In blocks of 64 it
+// (m64n256): Mixtral-8x7B's layer at M = 2048-4096 1.03-1.15x on the H200. In blocks of 64 it
 // measured no faster (the tile stays 64 x 256), so they keep the promotion.
 template <bool kBlock, typename OutT, int kBM>
 void launch(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const GroupedGemmArgs& g, cudaStream_t stream) {
