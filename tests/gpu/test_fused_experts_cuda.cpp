@@ -206,10 +206,10 @@ Tolerance tolerance(const MoeCase& c) {
   // Over many tokens that averages to <= 3%; with a few tokens the mean is the few rows' own
   // error (measured 3.3% at M = 1, E = 128, top_k = 8), so it gets the half step's bound.
   if (c.quant == Quant::kFp8 && takes_wgmma(c) && !c.a2) return {0.10, c.m < 16 ? 0.0625 : 0.03};
-  // wgmma with static scales: the C1 roundings that differ move C2 codes by at most one FP8 step
-  // (2^-4 relative), so no row moves further than that (5.02% seen on one row of 129, seed
-  // 1125245781, against a 5% bound); the mean stays at 5e-3.
-  if (c.quant == Quant::kFp8 && takes_wgmma(c)) return {0.0625, 5e-3};
+  // wgmma with static scales: a C1 rounding that differs moves a C2 code by at most one FP8 step,
+  // 2^-4 to 2^-3 of its value (e4m3 has three mantissa bits), so a row gets the larger bound
+  // (seen: 5.02% on one row of 129 at seed 1125245781, 6.27% at 665221422); the mean stays at 5e-3.
+  if (c.quant == Quant::kFp8 && takes_wgmma(c)) return {0.125, 5e-3};
   if (c.quant == Quant::kFp8) return {0.05, 5e-3};
   return c.dtype == DType::kF16 ? Tolerance{0.01, 1e-3} : Tolerance{0.02, 2e-3};
 }

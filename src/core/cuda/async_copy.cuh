@@ -1,5 +1,6 @@
-// Asynchronous copies into shared memory and the mbarriers that track them (sm_90): cp.async
-// (16- and 4-byte, zero-filling), TMA tile loads (cp.async.bulk.tensor) and mbarrier waits.
+// Asynchronous copies between global and shared memory and the mbarriers that track them (sm_90):
+// cp.async (16- and 4-byte, zero-filling), TMA tile loads and stores (cp.async.bulk.tensor),
+// mbarrier waits.
 // PTX ISA sections "cp.async", "cp.async.bulk.tensor", "mbarrier".
 #pragma once
 
@@ -55,6 +56,21 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int32
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
 }
+// TMA store: shared `src` -> the box of `map` at coordinates (c0, c1); elements past the tensor's
+// bounds are not written. The store joins this thread's bulk async-group (bulk_commit_group).
+__device__ __forceinline__ void tma_store_2d(const void* map, uint32_t src, int32_t c0, int32_t c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map), "r"(src), "r"(c0),
+               "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most kPending of this thread's bulk groups have not yet read their shared memory.
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+// Waits until all of this thread's bulk groups have completed (their writes done).
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 #endif
 
 }  // namespace fp8kit::cuda

@@ -43,6 +43,14 @@ __device__ __forceinline__ void wgmma_wait() {
   FP8KIT_WGMMA_ASM("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 // Generic-proxy writes to shared memory (st.shared, cp.async) become visible to wgmma's async proxy.
+// Stores four 8 x 8 matrices of 16-bit values from the MMA fragment layout (register i of lane l:
+// row l / 4, columns 2 (l % 4) + {0, 1} of matrix i) to shared memory, lane l giving the address
+// of row l % 8 of matrix l / 8 (16 bytes).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  FP8KIT_WGMMA_ASM("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1), "r"(r2),
+                   "r"(r3)
+                   : "memory");
+}
 __device__ __forceinline__ void fence_proxy_async_shared() { FP8KIT_WGMMA_ASM("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Keeps the compiler from moving reads or writes of accumulator registers across wgmma_wait.

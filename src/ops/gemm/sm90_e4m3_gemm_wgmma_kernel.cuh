@@ -37,11 +37,17 @@
 // per-tensor scales at M = 8192, 1.03x with block scales; no promotion on 128 x 128 tiles
 // 1.02-1.03x; queueing the next tile's first two K tiles (not one) before the epilogue 0.94x.
 //
-// The epilogue goes through a small staging buffer per warp and stores 16 bytes a lane; unrolled
-// over the fragment it made the kernel larger than the instruction cache and cost more than the
-// main loop at K = 4096. A consumer queues the next tile's first K tile into the tensor cores
-// before it stores the tile it finished, so the store overlaps that multiply (measured on the
-// H200: dense GEMMs 1.02-1.04x at M >= 512, the MoE prefill layers 1.05-1.08x at M = 4096).
+// Epilogue (kTmaStore: the dense GEMM and the MoE's GEMM1, whose output rows are the tile's rows):
+// the consumers scale the fragment in registers, write it rounded to a shared-memory box in the
+// TMA's swizzle, and one thread a warpgroup stores the box by TMA; the threads never wait on
+// global stores or read shared memory back. GEMM2 scatters rows to their slots, which a TMA box
+// cannot, so there each warp stages 32 columns at a time and stores 16 bytes a lane. Traced on
+// the H200 (clock64 stamps, 8192 x 6144 x 4096): the per-warp staging took ~3,500 cycles a tile
+// (its shared-memory loads waiting behind the tensor cores' and the TMA's traffic; run twice in a
+// row, the second pass took ~3,200, so not instruction fetch), the TMA epilogue ~2,300, of ~24,000
+// a tile. A consumer queues the next tile's first K tile into the tensor cores before it stores
+// the tile it finished, so the store overlaps that multiply (measured on the H200: dense GEMMs
+// 1.02-1.04x at M >= 512, the MoE prefill layers 1.05-1.08x at M = 4096).
 //
 // Epilogue (every step an explicit f32 rounding):
 //   block (1 x 128 activations, 128 x 128 weights):
@@ -61,6 +67,7 @@
 #include <type_traits>
 
 #include "core/cuda/async_copy.cuh"
+#include "core/cuda/tensor_map.h"
 #include "core/cuda/wgmma.cuh"
 #include "fp8kit/half.h"
 #include "ops/gemm/gemm_args.h"
@@ -90,7 +97,8 @@ struct Traits {
   static constexpr int kStages = kStageBytes <= 32768 ? 6 : kStageBytes <= 40960 ? 5 : 4;
   // Epilogue staging: per consumer warp 16 rows x 32 columns of f32, rows padded to 40 floats.
   static constexpr int kEpiStride = 40, kEpiWarpFloats = 16 * kEpiStride;
-  static constexpr int kEpiBytes = 8 * kEpiWarpFloats * 4;
+  static constexpr int kEpiBytes = 8 * kEpiWarpFloats * 4;  // the TMA epilogue's 2 x 64 x 128 bytes fit in it
+  static_assert(kEpiBytes >= 2 * 64 * 128, "TMA epilogue buffers");
   static constexpr int kSmemBytes = kStages * kStageBytes + kEpiBytes + 1024;  // + alignment slack
   // The kernel's static shared memory (scales, barriers) comes on top; an H100/H200 CTA has 227 KB.
   static constexpr int kStaticSmemBytes = (kBlock_ ? kStages * kBM * 4 : 4) + 16 * kStages + 16 * kBN + 64;
@@ -99,6 +107,23 @@ struct Traits {
 };
 
 constexpr uint32_t kGroupM = 8;
+
+// The epilogue's TMA store map of the output [m, n] (row stride ldc), written in boxes of 128
+// bytes of 64 rows; `ok` false where the TMA cannot write it (the base not 16-byte aligned, or
+// rows not a multiple of 16 bytes apart), which leaves the stores to the threads.
+struct OutputMap {
+  CUtensorMap map{};
+  bool ok = false;
+};
+template <typename OutT>
+inline OutputMap make_output_map(void* out, int64_t m, int64_t n, int64_t ldc) {
+  OutputMap o;
+  const uint64_t row_bytes = uint64_t(ldc) * sizeof(OutT);
+  if (reinterpret_cast<uintptr_t>(out) % 16 != 0 || row_bytes % 16 != 0 || m <= 0 || n <= 0) return o;
+  o.map = cuda::make_tensor_map_2d_sw128(out, sizeof(OutT), uint64_t(n), uint64_t(m), row_bytes, 128 / sizeof(OutT), 64);
+  o.ok = true;
+  return o;
+}
 
 struct TileCoord {
   int64_t m0, n0;
@@ -211,10 +236,10 @@ struct SortedRows {
 };
 
 template <bool kBlock, typename OutT, bool kSorted, int kBM = 128, int kBN = (kBM == 128 ? 128 : 256),
-          bool kFastAccum = false>
+          bool kFastAccum = false, bool kTmaStore = false>
 __global__ void __launch_bounds__(384, 1)
     sm90_e4m3_gemm_wgmma_kernel(const ScaledMmArgs g, const SortedRows sorted, const __grid_constant__ CUtensorMap a_map,
-                                const __grid_constant__ CUtensorMap b_map) {
+                                const __grid_constant__ CUtensorMap b_map, const __grid_constant__ CUtensorMap c_map) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Traits<kBlock, kBM, kBN>;
   constexpr int kF = T::kFrag;
@@ -270,8 +295,12 @@ __global__ void __launch_bounds__(384, 1)
     const int p = tid - 256;
     if (p >= 32 && (!kBlock || p >= T::kBM)) return;
     uint32_t it = 0;  // k tiles loaded so far, over all of this CTA's output tiles
+    // Sorted: each tile's window is loaded a tile ahead, as in the consumers; loaded at the tile's
+    // start, its latency came before the tile's first TMA load, inside the stages' lead.
+    SortedWindow ahead = blockIdx.x < num_tiles ? window_of(blockIdx.x) : SortedWindow{};
     for (uint32_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-      const SortedWindow w = window_of(t);
+      const SortedWindow w = ahead;
+      if (t + gridDim.x < num_tiles) ahead = window_of(t + gridDim.x);
       const int expert = expert_of(w);
       if (expert < 0) continue;
       const TileCoord c = coord(t, w);
@@ -380,23 +409,97 @@ __global__ void __launch_bounds__(384, 1)
   // sorted, their slots' routed weights.
   TileCoord c{0, 0};
   float col_scale = 0.0f, col_bias = 0.0f, row_scale[2] = {1.0f, 1.0f}, row_weight[2] = {1.0f, 1.0f};
+  // The tile's column scale where one serves all its columns (sorted: the expert's; dense: a
+  // per-tensor b_s): the TMA epilogue then reads s_col only for per-channel scales or a bias.
+  float tile_scale_b = 1.0f;
+  const bool per_column = !kSorted && (col_vector || bias != nullptr);
   int64_t out_row[2] = {-1, -1};
+  int32_t slot_ahead[2] = {-1, -1};  // sorted: the slots of the next tile's rows (-1: past the rows in use)
   bool epilogue_due = false;
-  // Stores tile c (its result in acc).
-  auto store_tile = [&]() {
-    if (tid < T::kBN) {
-      s_col[parity][0][tid] = col_scale;
-      s_col[parity][1][tid] = col_bias;
+  // Stores tile c (its result in acc) by TMA, each warpgroup its 64 rows of the tile's kWgN
+  // columns, 128 bytes of each row a round: every thread scales its fragment in registers (element
+  // 4 j + {0, 1}: row lg, columns 8 j + 2 lt + {0, 1}; 4 j + {2, 3}: row lg + 8), rounds it to
+  // the output type and writes it to the warpgroup's buffer in the 128-byte swizzle the map
+  // reads (16-byte units XOR the row % 8, which also keeps the writes free of bank conflicts);
+  // one thread then stores the box. The threads wait on shared memory only (the stores leave
+  // by the TMA unit): the per-warp staging of the other epilogue (below), whose loads from
+  // shared memory waited behind the tensor cores' and the TMA's traffic, took ~3,500 cycles a
+  // tile on the H200.
+  auto store_tile_tma = [&]() {
+    constexpr int kRoundCols = 128 / int(sizeof(OutT)), kRoundJ = kRoundCols / 8;
+    const int wg_tid = tid % 128;
+    uint8_t* const box = reinterpret_cast<uint8_t*>(epi) + wg * (64 * 128);
+    const uint32_t bar_id = 2 + uint32_t(wg);  // named barriers 2 and 3: one a warpgroup
+#pragma unroll
+    for (int round = 0; round < T::kWgN / kRoundCols; ++round) {
+      if (wg_tid == 0) cuda::bulk_wait_group_read<0>();  // the last store has read the buffer
+      asm volatile("bar.sync %0, 128;\n" ::"r"(bar_id) : "memory");
+      // Output values of fragment column group j (8 columns): y[2 h + e] at row lg + 8 h,
+      // column 8 j + 2 lt + e.
+      auto scaled = [&](int j, float (&y)[4]) {
+        const int col = wg_col0 + 8 * j + 2 * lt;
+        const float uniform_b = kSorted ? tile_scale_b : col_scale0;
+        float2 cs = make_float2(uniform_b, uniform_b), bs = make_float2(0.0f, 0.0f);
+        if (per_column) {
+          cs = *reinterpret_cast<const float2*>(&s_col[parity][0][col]);
+          bs = *reinterpret_cast<const float2*>(&s_col[parity][1][col]);
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int h = r / 2;
+          const float v = acc[4 * j + r], cv = r % 2 == 0 ? cs.x : cs.y, bv = r % 2 == 0 ? bs.x : bs.y;
+          if constexpr (kSorted) {
+            // The grouped GEMM's order (spec 1.10): routed weight first, then a's and b's scales.
+            const float w = sorted.slot_weight != nullptr ? __fmul_rn(v, row_weight[h]) : v;
+            y[r] = kBlock ? w : __fmul_rn(__fmul_rn(w, row_scale[h]), cv);
+          } else {
+            y[r] = kBlock ? __fadd_rn(v, bv) : __fmaf_rn(row_scale[h], __fmul_rn(cv, v), bv);
+          }
+        }
+      };
+      if constexpr (sizeof(OutT) == 2) {
+        // Two column groups a stmatrix: its four 8 x 8 matrices are (rows 0-7 | 8-15 of the warp)
+        // x (group jl | jl + 1), laid out as the fragment is; lane l addresses row l % 8 of
+        // matrix l / 8.
+        const int m_row = warp * 16 + lane % 8 + 8 * ((lane / 8) % 2), m_unit = lane / 16;
+#pragma unroll
+        for (int jl = 0; jl < kRoundJ; jl += 2) {
+          float y0[4], y1[4];
+          scaled(round * kRoundJ + jl, y0);
+          scaled(round * kRoundJ + jl + 1, y1);
+          const uint32_t dst = smem_u32(box + m_row * 128 + (((jl + m_unit) ^ (m_row % 8)) * 16));
+          cuda::stmatrix_x4(dst, pack2<OutT>(y0[0], y0[1]), pack2<OutT>(y0[2], y0[3]), pack2<OutT>(y1[0], y1[1]),
+                            pack2<OutT>(y1[2], y1[3]));
+        }
+      } else {
+#pragma unroll
+        for (int jl = 0; jl < kRoundJ; ++jl) {
+          float y[4];
+          scaled(round * kRoundJ + jl, y);
+          const int byte = (8 * jl + 2 * lt) * 4;  // within the round's 128 bytes of a row
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = warp * 16 + lg + 8 * h;  // within the warpgroup's 64 rows
+            *reinterpret_cast<float2*>(box + row * 128 + ((byte / 16) ^ (row % 8)) * 16 + byte % 16) =
+                make_float2(y[2 * h], y[2 * h + 1]);
+          }
+        }
+      }
+      cuda::fence_proxy_async_shared();  // the writes, visible to the TMA unit
+      asm volatile("bar.sync %0, 128;\n" ::"r"(bar_id) : "memory");
+      if (wg_tid == 0) {
+        cuda::tma_store_2d(&c_map, smem_u32(box), int32_t(c.n0 + wg_col0 + round * kRoundCols),
+                           int32_t(c.m0 + wg * T::kWgRows));
+        cuda::bulk_commit_group();
+      }
     }
-    // Named barrier 1 of the 256 consumer threads: s_col is written; every thread is past the
-    // previous tile's epilogue, so the other buffer is free for the next tile.
-    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+  };
+  auto store_tile_threads = [&]() {
 
     // Epilogue, 32 columns at a time through this warp's staging buffer: the fragment goes to
     // shared memory as it lies (element 4 j + {0, 1}: row lg, columns 8 j + 2 lt + {0, 1};
     // 4 j + {2, 3}: row lg + 8), then each lane scales 8 consecutive outputs of one row and stores
-    // them with one 16-byte store. The second part is a rolled loop: the epilogue runs once a
-    // tile, and unrolled it was long enough to stall on instruction fetch.
+    // them with one 16-byte store.
     float* const buf = epi + (tid / 32) * T::kEpiWarpFloats;
     {
 #pragma unroll
@@ -441,6 +544,23 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
     }
+  };
+  // Stores tile c (its result in acc).
+  auto store_tile = [&]() {
+    if (!kTmaStore || per_column) {
+      if (tid < T::kBN) {
+        s_col[parity][0][tid] = col_scale;
+        s_col[parity][1][tid] = col_bias;
+      }
+      // Named barrier 1 of the 256 consumer threads: s_col is written; every thread is past the
+      // previous tile's epilogue, so the other buffer is free for the next tile.
+      asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    }
+    if constexpr (kTmaStore) {
+      store_tile_tma();
+    } else {
+      store_tile_threads();
+    }
     parity ^= 1;
   };
   // Makes tile `next` the current one and loads its epilogue's values.
@@ -449,6 +569,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int i = 0; i < kF; ++i) acc[i] = 0.0f;
     col_scale = col_bias = 0.0f;
+    if constexpr (kSorted) tile_scale_b = expert >= 0 ? g.scale_b[expert] : 0.0f;
     if (const int64_t col = c.n0 + tid; tid < T::kBN && col < g.n) {
       col_scale = kSorted ? (expert >= 0 ? g.scale_b[expert] : 0.0f) : col_vector ? g.scale_b[col] : col_scale0;
       if (bias != nullptr) col_bias = out_to_float(bias[col]);
@@ -461,15 +582,21 @@ __global__ void __launch_bounds__(384, 1)
       if (!kBlock && row < g.m) row_scale[h] = g.scale_a[g.scale_a_kind == ScaleKind::kTensor ? 0 : row];
       out_row[h] = row < g.m ? row : -1;
       if constexpr (kSorted) {
-        if (row < used_rows) {
-          const int64_t slot = sorted.slot_of_row[row];
-          const bool valid = slot >= 0 && slot < sorted.num_slots;
-          if (sorted.slot_weight != nullptr && valid) row_weight[h] = sorted.slot_weight[slot];
-          if (sorted.scatter) out_row[h] = valid ? slot : -1;
-        } else if (sorted.scatter) {
-          out_row[h] = -1;
-        }
+        const int64_t slot = slot_ahead[h];
+        const bool valid = slot >= 0 && slot < sorted.num_slots;
+        if (sorted.slot_weight != nullptr && valid) row_weight[h] = sorted.slot_weight[slot];
+        if (sorted.scatter) out_row[h] = valid ? slot : -1;
       }
+    }
+  };
+  // Sorted: loads the slots of tile `tile`'s rows (this thread's two) into slot_ahead, a tile
+  // ahead of start_tile: there the routed weight's load depends on the slot, and waiting for that
+  // chain between two tiles left the tensor cores idle (GEMM2's short K tiles felt it most).
+  auto load_slots = [&](uint32_t tile, const SortedWindow& w) {
+    if constexpr (kSorted) {
+      const int64_t row0 = coord(tile, w).m0 + wg * T::kWgRows + warp * 16 + lg;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) slot_ahead[h] = row0 + 8 * h < used_rows ? __ldg(sorted.slot_of_row + row0 + 8 * h) : -1;
     }
   };
   // Each turn queues k tile 0 of tile t into part0, stores the tile before it while the tensor
@@ -477,6 +604,7 @@ __global__ void __launch_bounds__(384, 1)
   // The two branches keep part0 out of any control-flow merge while it is in flight (ptxas
   // otherwise waits for the wgmma there).
   SortedWindow window = t < num_tiles ? window_of(t) : SortedWindow{};  // sorted: tile t's, loaded a tile ahead
+  if (t < num_tiles) load_slots(t, window);
   for (; t < num_tiles; t += gridDim.x) {
     const TileCoord next = coord(t, window);
     const int expert = expert_of(window);
@@ -541,9 +669,11 @@ __global__ void __launch_bounds__(384, 1)
       }
       it += uint32_t(num_k_tiles);
     }
+    if (t + gridDim.x < num_tiles) load_slots(t + gridDim.x, window);  // window is that tile's by now
     epilogue_due = true;
   }
   if (epilogue_due) store_tile();
+  if (kTmaStore && tid % 128 == 0) cuda::bulk_wait_all();  // the buffers stay until the stores are done
 #else
   __trap();  // the launchers' checks keep other targets away
 #endif

@@ -27,11 +27,13 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-template <bool kBlock, typename OutT, int kBM, int kBN, bool kFast>
+// kTmaStore: the epilogue stores by TMA (GEMM1, whose output rows are the sorted rows themselves);
+// GEMM2 scatters its rows to their slots from the threads.
+template <bool kBlock, typename OutT, int kBM, int kBN, bool kFast, bool kTmaStore>
 void launch_kernel(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const GroupedGemmArgs& g,
-                   cudaStream_t stream) {
+                   const CUtensorMap& c_map, cudaStream_t stream) {
   using T = sm90_gemm::Traits<kBlock, kBM, kBN>;
-  constexpr auto kernel = sm90_gemm::sm90_e4m3_gemm_wgmma_kernel<kBlock, OutT, true, kBM, kBN, kFast>;
+  constexpr auto kernel = sm90_gemm::sm90_e4m3_gemm_wgmma_kernel<kBlock, OutT, true, kBM, kBN, kFast, kTmaStore>;
   cuda::allow_dynamic_smem<kernel>(T::kSmemBytes);
   const CUtensorMap a_map = cuda::make_tensor_map_3d_u8_sw128(mm.a, uint64_t(mm.k), uint64_t(mm.m), 1, uint64_t(mm.lda),
                                                               uint64_t(mm.lda) * uint64_t(mm.m), T::kBK, T::kBM);
@@ -42,8 +44,17 @@ void launch_kernel(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, 
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t tiles = ceil_div(mm.m, T::kBM) * ceil_div(mm.n, T::kBN);
   const unsigned ctas = unsigned(tiles < sms ? tiles : sms);
-  kernel<<<ctas, T::kThreads, T::kSmemBytes, stream>>>(mm, sorted, a_map, b_map);
+  kernel<<<ctas, T::kThreads, T::kSmemBytes, stream>>>(mm, sorted, a_map, b_map, c_map);
   FP8KIT_CHECK_LAUNCH(stream, "sm90_e4m3_gemm_wgmma_kernel (sorted)");
+}
+
+template <bool kBlock, typename OutT, int kBM, int kBN, bool kFast>
+void launch_kernel(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const GroupedGemmArgs& g,
+                   cudaStream_t stream) {
+  const sm90_gemm::OutputMap c =
+      sorted.scatter ? sm90_gemm::OutputMap{} : sm90_gemm::make_output_map<OutT>(mm.out, mm.m, mm.n, mm.ldc);
+  c.ok ? launch_kernel<kBlock, OutT, kBM, kBN, kFast, true>(mm, sorted, g, c.map, stream)
+       : launch_kernel<kBlock, OutT, kBM, kBN, kFast, false>(mm, sorted, g, c.map, stream);
 }
 
 // Promoted every 128 of K: 128 x 128 tiles in blocks of 128, 64 x 256 in blocks of 64. Fast
