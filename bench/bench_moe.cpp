@@ -251,7 +251,7 @@ Timing time_gemm1(const Model& model, const Weights& w, bool block, const Tensor
     gs.a = xs.data_ptr(), gs.lda = model.h;
     gs.a_scale = static_cast<const float*>(scale_s.data_ptr());
     gs.c = c1s.data_ptr(), gs.ldc = c1s.stride(0);
-    return timer.time([&](int) { ops::grouped_gemm_sm90_sorted(gs, false, s); });
+    return timer.time([&](int) { ops::grouped_gemm_sm90_sorted(gs, s); });
   }
   return timer.time([&](int) { ops::run_grouped_gemm(g, kernel, 0, s); });
 }

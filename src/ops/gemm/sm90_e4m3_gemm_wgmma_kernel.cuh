@@ -37,11 +37,11 @@
 // per-tensor scales at M = 8192, 1.03x with block scales; no promotion on 128 x 128 tiles
 // 1.02-1.03x; queueing the next tile's first two K tiles (not one) before the epilogue 0.94x.
 //
-// Epilogue (kTmaStore: the dense GEMM and the MoE's GEMM1, whose output rows are the tile's rows):
+// Epilogue (kTmaStore: the dense GEMM and the MoE's GEMMs, whose output rows are the tile's rows):
 // the consumers scale the fragment in registers, write it rounded to a shared-memory box in the
 // TMA's swizzle, and one thread a warpgroup stores the box by TMA; the threads never wait on
-// global stores or read shared memory back. GEMM2 scatters rows to their slots, which a TMA box
-// cannot, so there each warp stages 32 columns at a time and stores 16 bytes a lane. Traced on
+// global stores or read shared memory back. Outputs the TMA cannot address (a row base not 16-byte
+// aligned) go through a per-warp staging, 32 columns at a time, 16 bytes a lane. Traced on
 // the H200 (clock64 stamps, 8192 x 6144 x 4096): the per-warp staging took ~3,500 cycles a tile
 // (its shared-memory loads waiting behind the tensor cores' and the TMA's traffic; run twice in a
 // row, the second pass took ~3,200, so not instruction fetch), the TMA epilogue ~2,300, of ~24,000
@@ -231,7 +231,6 @@ struct SortedRows {
   const int32_t* slot_of_row = nullptr;  // slot of each row in use; >= num_slots: padding
   int64_t num_slots = 0;
   const float* slot_weight = nullptr;  // [num_slots] multiplied into the sum before the scales, or null
-  bool scatter = false;                // output row = the slot (padding not stored); else the row itself
   int64_t sb_expert_stride = 0;        // b's scales of expert e at scale_b + e * stride
 };
 
@@ -585,7 +584,6 @@ __global__ void __launch_bounds__(384, 1)
         const int64_t slot = slot_ahead[h];
         const bool valid = slot >= 0 && slot < sorted.num_slots;
         if (sorted.slot_weight != nullptr && valid) row_weight[h] = sorted.slot_weight[slot];
-        if (sorted.scatter) out_row[h] = valid ? slot : -1;
       }
     }
   };

@@ -132,7 +132,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
   const Tensor w1_scale = a.w1_scale.defined() ? contiguous_on(a.w1_scale, stream) : Tensor();
   const Tensor w2_scale = a.w2_scale.defined() ? contiguous_on(a.w2_scale, stream) : Tensor();
 
-  // Scratch for the largest chunk: C1 [rows, 2I] and C3 [slots, H] share one buffer (the
+  // Scratch for the largest chunk: C1 [rows, 2I] and C3 [rows, H] share one buffer (the
   // activation consumes C1 before GEMM2 writes C3, in stream order), C2 [rows, I]; rows = slots,
   // or on the sorted path (below) the sorted positions the chunk's blocks can hold.
   const GroupedKernel kernel = preferred_grouped_kernel(a.quant, device.index);
@@ -142,7 +142,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
   // for blocks of 128 covers blocks of 64 (and smaller chunks).
   const int64_t max_rows =
       may_sort ? (ceil_div(max_slots, 128) + std::min(max_slots, a.global_num_experts)) * 128 : max_slots;
-  const Tensor c13 = Tensor::empty({std::max(max_rows * 2 * inter, max_slots * h)}, dtype, device);
+  const Tensor c13 = Tensor::empty({max_rows * std::max(2 * inter, h)}, dtype, device);
   const Tensor c2_all = Tensor::empty({max_rows, inter}, dtype, device);
 
   for (int64_t t0 = 0; t0 < a.num_tokens; t0 += a.chunk_size) {
@@ -195,6 +195,11 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     const int64_t rows = sorted ? r.grid_m_blocks * r.block_m : r.slots;
     const Tensor c1 = c13.narrow(0, 0, rows * 2 * inter).view({rows, 2 * inter});
     const Tensor c2 = c2_all.narrow(0, 0, rows);
+    // Sorted: GEMM2's rows stay in sorted order, and moe_sum reads slot s at row row_of_slot[s]
+    // (written by the gather; -1, read as zeros, for a slot in no position).
+    const Tensor c3_sorted = sorted ? c13.narrow(0, 0, rows * h).view({rows, h}) : Tensor();
+    Tensor row_of_slot = sorted ? Tensor::empty({r.slots}, DType::kI32, device) : Tensor();
+    if (sorted) row_of_slot.fill_bytes_(0xff, stream);
 
     // (3) GEMM1 -> C1, routed weight here when apply_router_weight_on_input.
     if (sorted) {
@@ -210,6 +215,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
       gather.ldx = x1.values.stride(0);
       gather.out = static_cast<uint8_t*>(x1s.values.data_ptr());
       gather.ldo = h;
+      gather.row_of_slot = static_cast<int32_t*>(row_of_slot.data_ptr());
       if (a.block) {
         gather.groups = x1.scale.size(1);
         x1s.scale = Tensor::empty({rows, gather.groups}, DType::kF32, device);
@@ -219,7 +225,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
         x1s.scale = x1.scale;
       }
       gather_sorted_rows(gather, s);
-      grouped_gemm_sm90_sorted(gemm_args(a, r, x1s, a.w1, w1_scale, c1, top_k, a.apply_router_weight_on_input), false, s);
+      grouped_gemm_sm90_sorted(gemm_args(a, r, x1s, a.w1, w1_scale, c1, top_k, a.apply_router_weight_on_input), s);
     } else {
       run_grouped_gemm(gemm_args(a, r, x1, a.w1, w1_scale, c1, top_k, a.apply_router_weight_on_input), kernel, device.index, s);
     }
@@ -238,10 +244,10 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     // (6) GEMM2 -> C3, one A row per slot. Decode on the wgmma kernel may split K where the grid
     // is too small to keep the weights streaming (choose_grouped_k_splits); moe_sum then adds the
     // splits' f32 partial sums.
-    GroupedGemmArgs g2 = gemm_args(a, r, x2, a.w2, w2_scale, c3, 1, !a.apply_router_weight_on_input);
+    GroupedGemmArgs g2 = gemm_args(a, r, x2, a.w2, w2_scale, sorted ? c3_sorted : c3, 1, !a.apply_router_weight_on_input);
     Tensor partials;
     if (sorted) {
-      grouped_gemm_sm90_sorted(g2, true, s);
+      grouped_gemm_sm90_sorted(g2, s);
     } else {
       if (kernel == GroupedKernel::kWgmma && r.block_m == 16) {
         const int64_t ctas = r.grid_m_blocks * ceil_div(h, 64);
@@ -261,7 +267,8 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     sum.m = m;
     sum.top_k = top_k;
     sum.d = h;
-    sum.input = c3.data_ptr();
+    sum.input = sorted ? c3_sorted.data_ptr() : c3.data_ptr();
+    if (sorted) sum.row_of_slot = static_cast<const int32_t*>(row_of_slot.data_ptr());
     sum.out = a.out.narrow(0, t0, m).data_ptr();
     sum.dtype = dtype;
     sum.accumulate_in_scalar = a.quant != ExpertQuant::kWeightOnly && moe_sum_accumulates_in_scalar(top_k);

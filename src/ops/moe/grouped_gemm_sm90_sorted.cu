@@ -4,8 +4,8 @@
 // the dense GEMM, instead of a gathered by cp.async (grouped_gemm_sm90_wgmma.cu). The tile of
 // sorted position p uses expert expert_ids[p / block] (b as a 3-D tensor map [E, N, K]); blocks
 // of 128 run 128 x 128 tiles (128 x 256 with fast accumulation), blocks of 64 run 64 x 256 tiles
-// (half the padding rows of an expert's last block). The output row is p itself (GEMM1: the
-// intermediate stays sorted) or the slot sorted_ids[p] (GEMM2).
+// (half the padding rows of an expert's last block). The output row is p itself: the intermediate
+// and GEMM2's output stay sorted (moe_sum reads the latter by slot).
 // Also gather_sorted_rows, which puts GEMM1's quantized activation rows in sorted order.
 // Tests: tests/gpu/test_fused_experts_cuda.cpp; bench: bench/bench_moe.cpp.
 #include <cuda_runtime.h>
@@ -27,34 +27,28 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// kTmaStore: the epilogue stores by TMA (GEMM1, whose output rows are the sorted rows themselves);
-// GEMM2 scatters its rows to their slots from the threads.
-template <bool kBlock, typename OutT, int kBM, int kBN, bool kFast, bool kTmaStore>
+// The epilogue stores by TMA: both GEMMs write the sorted rows themselves (the rejects ensure
+// the TMA can address the output).
+template <bool kBlock, typename OutT, int kBM, int kBN, bool kFast>
 void launch_kernel(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const GroupedGemmArgs& g,
-                   const CUtensorMap& c_map, cudaStream_t stream) {
+                   cudaStream_t stream) {
   using T = sm90_gemm::Traits<kBlock, kBM, kBN>;
-  constexpr auto kernel = sm90_gemm::sm90_e4m3_gemm_wgmma_kernel<kBlock, OutT, true, kBM, kBN, kFast, kTmaStore>;
+  constexpr auto kernel = sm90_gemm::sm90_e4m3_gemm_wgmma_kernel<kBlock, OutT, true, kBM, kBN, kFast, true>;
   cuda::allow_dynamic_smem<kernel>(T::kSmemBytes);
   const CUtensorMap a_map = cuda::make_tensor_map_3d_u8_sw128(mm.a, uint64_t(mm.k), uint64_t(mm.m), 1, uint64_t(mm.lda),
                                                               uint64_t(mm.lda) * uint64_t(mm.m), T::kBK, T::kBM);
   const CUtensorMap b_map = cuda::make_tensor_map_3d_u8_sw128(g.b, uint64_t(g.k), uint64_t(g.n), uint64_t(g.num_experts),
                                                               uint64_t(g.ldb), uint64_t(g.b_expert_stride), T::kBK, T::kBN);
+  const sm90_gemm::OutputMap c = sm90_gemm::make_output_map<OutT>(mm.out, mm.m, mm.n, mm.ldc);
+  // grouped_gemm_sm90_sorted_rejects keeps outputs the TMA cannot address away.
+  FP8KIT_CUDA_CHECK(c.ok ? cudaSuccess : cudaErrorMisalignedAddress);
   int device = 0, sms = 0;
   FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t tiles = ceil_div(mm.m, T::kBM) * ceil_div(mm.n, T::kBN);
   const unsigned ctas = unsigned(tiles < sms ? tiles : sms);
-  kernel<<<ctas, T::kThreads, T::kSmemBytes, stream>>>(mm, sorted, a_map, b_map, c_map);
+  kernel<<<ctas, T::kThreads, T::kSmemBytes, stream>>>(mm, sorted, a_map, b_map, c.map);
   FP8KIT_CHECK_LAUNCH(stream, "sm90_e4m3_gemm_wgmma_kernel (sorted)");
-}
-
-template <bool kBlock, typename OutT, int kBM, int kBN, bool kFast>
-void launch_kernel(const ScaledMmArgs& mm, const sm90_gemm::SortedRows& sorted, const GroupedGemmArgs& g,
-                   cudaStream_t stream) {
-  const sm90_gemm::OutputMap c =
-      sorted.scatter ? sm90_gemm::OutputMap{} : sm90_gemm::make_output_map<OutT>(mm.out, mm.m, mm.n, mm.ldc);
-  c.ok ? launch_kernel<kBlock, OutT, kBM, kBN, kFast, true>(mm, sorted, g, c.map, stream)
-       : launch_kernel<kBlock, OutT, kBM, kBN, kFast, false>(mm, sorted, g, c.map, stream);
 }
 
 // Promoted every 128 of K: 128 x 128 tiles in blocks of 128, 64 x 256 in blocks of 64. Fast
@@ -96,6 +90,7 @@ __global__ void gather_sorted_rows_kernel(SortedGather a) {
   for (int64_t p = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; p < used; p += warps) {
     const int64_t slot = a.sorted_ids[p];
     const int64_t src = slot >= 0 && slot < a.num_slots ? slot / a.slots_per_row : -1;
+    if (a.row_of_slot != nullptr && src >= 0 && lane == 0) a.row_of_slot[slot] = int32_t(p);
     const uint4* in = src >= 0 ? reinterpret_cast<const uint4*>(a.x + src * a.ldx) : nullptr;
     uint4* out = reinterpret_cast<uint4*>(a.out + p * a.ldo);
     constexpr int kInFlight = 4;
@@ -126,10 +121,14 @@ std::string grouped_gemm_sm90_sorted_rejects(const GroupedGemmArgs& g, int devic
     return "the grid is too large";
   }
   if (g.block && (g.block_k != 128 || g.block_n != 128)) return "block scales other than 128 x 128";
+  const int64_t out_bytes = g.c_dtype == DType::kF32 ? 4 : 2;
+  if ((g.ldc * out_bytes) % 16 != 0 || reinterpret_cast<uintptr_t>(g.c) % 16 != 0) {
+    return "the output rows are not 16-byte aligned (TMA stores)";
+  }
   return {};
 }
 
-void grouped_gemm_sm90_sorted(const GroupedGemmArgs& g, bool scatter, cudaStream_t stream) {
+void grouped_gemm_sm90_sorted(const GroupedGemmArgs& g, cudaStream_t stream) {
   if (g.grid_m_blocks <= 0 || g.n <= 0) return;
   ScaledMmArgs mm;
   mm.m = g.grid_m_blocks * g.block_m;  // sorted rows the buffers hold; the kernel reads how many are in use
@@ -156,7 +155,6 @@ void grouped_gemm_sm90_sorted(const GroupedGemmArgs& g, bool scatter, cudaStream
   sorted.slot_of_row = g.sorted_ids;
   sorted.num_slots = g.num_slots;
   sorted.slot_weight = g.slot_weight;
-  sorted.scatter = scatter;
   sorted.sb_expert_stride = n_blocks * k_blocks;
   g.block_m == 64 ? launch_scaling<64>(mm, sorted, g, stream) : launch_scaling<128>(mm, sorted, g, stream);
 }

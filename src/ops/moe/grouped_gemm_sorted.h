@@ -1,7 +1,8 @@
 // The fused MoE's prefill GEMMs on expert-sorted rows (grouped_gemm_sm90_sorted.cu): GEMM1 reads
 // its activation rows gathered into moe_align_block_size's order (block 64 or 128) and writes the
 // intermediate in that order; the activation and its quantization run on the sorted rows; GEMM2
-// reads them by TMA and writes each row to its slot. Used by fused_experts_cuda.cpp on sm_90.
+// reads them by TMA and writes its rows in the same order, which moe_sum reads by slot through
+// row_of_slot (so that both GEMMs store whole tiles by TMA). Used by fused_experts_cuda.cpp on sm_90.
 #pragma once
 
 #include <cstdint>
@@ -18,14 +19,14 @@ namespace fp8kit::ops {
 std::string grouped_gemm_sm90_sorted_rejects(const GroupedGemmArgs& g, int device);
 
 // `g` with a's row p = sorted position p (g.a_slots_per_row unused), read for p < *num_post_pad
-// only. Output row p (`scatter` false: the rows p < *num_post_pad, zeros where no slot is; rows
-// past them are not written), or row sorted_ids[p] for the positions holding a slot (`scatter`
-// true).
-void grouped_gemm_sm90_sorted(const GroupedGemmArgs& g, bool scatter, cudaStream_t stream);
+// only, and output row p likewise (zeros where no slot is; rows past them are not written). The
+// routed weight (g.slot_weight) is that of the slot sorted_ids[p].
+void grouped_gemm_sm90_sorted(const GroupedGemmArgs& g, cudaStream_t stream);
 
 // out[p] = x[sorted_ids[p] / slots_per_row] (k bytes) for p < min(*num_post_pad, rows) holding a
 // slot, zeros for the padding among them; rows past them are not written. scale_out likewise from
-// scale ([rows of x, groups] f32) when given.
+// scale ([rows of x, groups] f32) when given; row_of_slot[sorted_ids[p]] = p when given (slots
+// in no such position keep what it held).
 struct SortedGather {
   int64_t rows = 0, k = 0, num_slots = 0, slots_per_row = 1, groups = 0;
   const int32_t* sorted_ids = nullptr;
@@ -36,6 +37,7 @@ struct SortedGather {
   int64_t ldo = 0;
   const float* scale = nullptr;
   float* scale_out = nullptr;  // [rows, groups]
+  int32_t* row_of_slot = nullptr;  // [num_slots]
 };
 void gather_sorted_rows(const SortedGather& a, cudaStream_t stream);
 

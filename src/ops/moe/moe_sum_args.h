@@ -22,6 +22,10 @@ struct MoeSumArgs {
   // order, rounded to dtype once), then summed over k as above.
   const float* partials = nullptr;
   int64_t splits = 1;
+  // CUDA only (the fused MoE's sorted prefill path, whose GEMM2 writes its rows in sorted order):
+  // slot s's values are row row_of_slot[s] of `input` ([rows, d] of dtype, contiguous), zeros
+  // where it is -1. Not with partials.
+  const int32_t* row_of_slot = nullptr;
 };
 
 // The rule moe_sum uses for a given top_k (spec 1.10: its own kernel for 2, 3 and 4).

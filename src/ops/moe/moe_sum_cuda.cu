@@ -58,15 +58,21 @@ __global__ void moe_sum_kernel(const MoeSumArgs a) {
     float x[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) x[j] = 0.0f;
-    const T* rows = in + t * a.top_k * a.d + c;
     for (int64_t k = 0; k < a.top_k; ++k) {
       float y[V];
       if constexpr (kSplits) {
         split_values<T, V>(a, t * a.top_k + k, c, y);
       } else {
-        const Pack p = *reinterpret_cast<const Pack*>(rows + k * a.d);
+        int64_t row = t * a.top_k + k;  // of input: the slot, or where row_of_slot puts it
+        if (a.row_of_slot != nullptr) row = a.row_of_slot[row];
+        if (row >= 0) {
+          const Pack p = *reinterpret_cast<const Pack*>(in + row * a.d + c);
 #pragma unroll
-        for (int j = 0; j < V; ++j) y[j] = to_float(p.v[j]);
+          for (int j = 0; j < V; ++j) y[j] = to_float(p.v[j]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < V; ++j) y[j] = 0.0f;
+        }
       }
 #pragma unroll
       for (int j = 0; j < V; ++j) {
