@@ -12,6 +12,9 @@
 // tokens of one moe_align block are its N (kBT = block_m = 16, 64 or 128), so a decode block of a
 // few tokens wastes no weight bandwidth and little tensor-core time. CTA = kWG consumer
 // warpgroups (64 * kWG weight rows x kBT sorted positions of one expert) + one producer warpgroup.
+// Persistent: as many CTAs as are resident at once walk the tiles of the blocks in use (read from
+// num_post_pad), and the stage ring runs on across tiles, so the producer loads the next tile while
+// the consumers store the last (a decode GEMM2's tile is only a few K tiles: Qwen3-30B-A3B's 6).
 //
 // K goes through shared memory in 128-byte tiles (128 e4m3 values), kStages deep, in the
 // 128-byte swizzle wgmma reads (core/cuda/wgmma.cuh). The producer warpgroup loads each stage: the
@@ -38,7 +41,7 @@
 //               promoted tile by tile with its scales); acc *= w[slot]
 // then rounded to the output dtype and stored at row `slot`. Expert -1 stores zeros.
 //
-// Split K (decode, block_m 16, GroupedGemmArgs::k_splits): the grid repeats per split, each CTA
+// Split K (decode, block_m 16, GroupedGemmArgs::k_splits): the tiles repeat per split, each tile
 // promotes only its split's K tiles and stores its epilogue's f32 values as partial sums; moe_sum
 // adds them in split order. A few token blocks over a long K (Mixtral-8x7B's GEMM2 at M = 1: 128
 // CTAs for 132 multiprocessors) otherwise leave most of the GPU's load slots empty.
@@ -142,32 +145,10 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   // [stage]{weights kRowsW x 128 B, tokens kBT x 128 B}, swizzled, 1024-byte aligned.
   uint8_t* smem = smem_raw + ((1024 - smem_u32(smem_raw) % 1024) % 1024);
   const uint32_t smem_base = smem_u32(smem);
-  __shared__ int64_t s_row[kBT];   // A row of each position, -1 for padding
-  __shared__ int64_t s_slot[kBT];  // output row of each position, -1 for padding
   __shared__ float s_ascale[kBlock ? kS : 1][kBT];  // block: a_s[row, kb] of each stage's tile
   __shared__ alignas(8) uint64_t s_full[kS], s_empty[kS];
 
   const int tid = int(threadIdx.x), lane = tid % 32;
-  // Raster: groups of kRasterGroup token blocks walk all weight tiles together, so the CTAs in
-  // flight share a few token blocks (L2-resident) and read each weight tile from memory ~once.
-  // Split K: the grid is k_splits copies of the (token block, weight tile) grid.
-  const int64_t n_tiles = (g.n + T::kRowsW - 1) / T::kRowsW;
-  const uint32_t tiles = kSplit ? uint32_t(g.grid_m_blocks * n_tiles) : 0u;
-  const int64_t tile = kSplit ? int64_t(blockIdx.x % tiles) : int64_t(blockIdx.x);
-  const int split = kSplit ? int(blockIdx.x / tiles) : 0;
-  const int64_t group = tile / (kRasterGroup * n_tiles), in_group = tile % (kRasterGroup * n_tiles);
-  const int64_t group_rows = g.grid_m_blocks - group * kRasterGroup < kRasterGroup ? g.grid_m_blocks - group * kRasterGroup : kRasterGroup;
-  const int64_t token_block = group * kRasterGroup + in_group % group_rows;
-  const int64_t pos0 = token_block * kBT;
-  if (pos0 >= int64_t(*g.num_post_pad)) return;  // uniform over the CTA
-  const int32_t expert = g.expert_ids[token_block];  // block_m == kBT
-  const int64_t n0 = (in_group / group_rows) * T::kRowsW;
-  for (int r = tid; r < kBT; r += T::kThreads) {
-    const int64_t slot = g.sorted_ids[pos0 + r];
-    const bool valid = slot >= 0 && slot < g.num_slots;
-    s_slot[r] = valid ? slot : -1;
-    s_row[r] = valid ? slot / g.a_slots_per_row : -1;
-  }
   if (tid == 0) {
     for (int s = 0; s < kS; ++s) {
       cuda::mbarrier_init(smem_u32(&s_full[s]), 129);  // the producer's TMA arrival + 128 cp.async arrivals
@@ -175,78 +156,98 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     }
   }
   __syncthreads();
-  // Where the results go: c, or this split's f32 partial sums.
-  GroupedGemmArgs out = g;
-  if constexpr (kSplit) {
-    out.c = g.partials + split * g.num_slots * g.n;
-    out.c_dtype = DType::kF32;
-    out.ldc = g.n;
-  }
-  if (expert < 0) {  // an expert of another rank: zero rows
-    for (int i = tid; i < kBT * T::kRowsW; i += T::kThreads) {
-      const int r = i / T::kRowsW;
-      const int64_t n = n0 + i % T::kRowsW;
-      if (s_slot[r] >= 0 && n < g.n) store_one(out, s_slot[r], n, 0.0f);
-    }
-    return;
-  }
 
-  // This CTA's K tiles [kt0, kt0 + num_k_tiles) (all of K unless split; maybe none).
+  // The tiles (token block, weight tile[, split]) of the blocks in use, walked by a grid-stride
+  // loop. Raster: groups of kRasterGroup token blocks walk all weight tiles together, so the CTAs
+  // in flight share a few token blocks (L2-resident) and read each weight tile from memory ~once.
+  // Split K: the tiles repeat per split.
+  const int64_t n_tiles = (g.n + T::kRowsW - 1) / T::kRowsW;
+  const int64_t blocks_in_use = (int64_t(*g.num_post_pad) + kBT - 1) / kBT;
+  const int64_t blocks = blocks_in_use < g.grid_m_blocks ? blocks_in_use : g.grid_m_blocks;
+  const int64_t tiles = blocks * n_tiles, total = kSplit ? tiles * g.k_splits : tiles;
   const int all_k_tiles = int((g.k + kBK - 1) / kBK);
   const int split_tiles = kSplit ? (all_k_tiles + int(g.k_splits) - 1) / int(g.k_splits) : all_k_tiles;
-  const int kt0 = split * split_tiles;
-  const int num_k_tiles = kt0 >= all_k_tiles ? 0 : (all_k_tiles - kt0 < split_tiles ? all_k_tiles - kt0 : split_tiles);
   const int64_t kb_count = kBlock ? (g.k + g.block_k - 1) / g.block_k : 1;
   const int64_t nb_count = kBlock ? (g.n + g.block_n - 1) / g.block_n : 1;
   // K tiles per K block of the scales (block_k is a multiple of 128): the scale block of tile t
   // is t / tiles_per_kb, a 32-bit division (64-bit ones are subroutine calls, and decode tiles
   // are short enough for them to show: 1.3-1.5x the per-tensor kernel's time per tile).
   const uint32_t tiles_per_kb = kBlock ? uint32_t(g.block_k / kBK) : 1u;
+  struct Tile {
+    int64_t pos0, n0;  // first sorted position, first weight row
+    int32_t expert;
+    int split, kt0, num_k_tiles;  // this tile's K tiles [kt0, kt0 + num_k_tiles) (maybe none)
+  };
+  auto tile_at = [&](int64_t lin) {
+    Tile t;
+    const int64_t tile = kSplit ? lin % tiles : lin;
+    t.split = kSplit ? int(lin / tiles) : 0;
+    const int64_t group = tile / (kRasterGroup * n_tiles), in_group = tile % (kRasterGroup * n_tiles);
+    const int64_t group_rows = blocks - group * kRasterGroup < kRasterGroup ? blocks - group * kRasterGroup : kRasterGroup;
+    const int64_t token_block = group * kRasterGroup + in_group % group_rows;
+    t.pos0 = token_block * kBT;
+    t.n0 = (in_group / group_rows) * T::kRowsW;
+    t.expert = g.expert_ids[token_block];  // block_m == kBT
+    t.kt0 = t.split * split_tiles;
+    t.num_k_tiles = t.kt0 >= all_k_tiles ? 0 : (all_k_tiles - t.kt0 < split_tiles ? all_k_tiles - t.kt0 : split_tiles);
+    return t;
+  };
+  // The output row of sorted position p, -1 for padding.
+  auto slot_at = [&](int64_t p) -> int64_t {
+    const int64_t slot = g.sorted_ids[p];
+    return slot >= 0 && slot < g.num_slots ? slot : -1;
+  };
 
   if (tid >= T::kConsumers) {
     if constexpr (T::kRegSplit) cuda::setmaxnreg_dec<40>();  // the consumers take the registers
-    // Producer warpgroup. Thread p copies the 16-byte chunk p % 8 of token rows p / 8 + 16 j; its
-    // source pointers and shared offsets are fixed for the whole K loop.
+    // Producer warpgroup. Thread p copies the 16-byte chunk p % 8 of token rows p / 8 + 16 j. The
+    // stage ring runs on across tiles: the next tile loads while the consumers store the last.
     constexpr int kRows = kBT / 16;
     const int p = tid - T::kConsumers, chunk = p % 8;
     const uint8_t* a_base = static_cast<const uint8_t*>(g.a);
-    const uint8_t* t_src[kRows];
-    uint32_t t_ok = 0;
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) {
-      const int64_t row = s_row[p / 8 + 16 * j];
-      t_src[j] = a_base + (row >= 0 ? row : 0) * g.lda + 16 * chunk;
-      t_ok |= row >= 0 ? 1u << j : 0u;
-    }
     // 16 rows apart keeps the swizzle phase: row p / 8 + 16 j lies 2048 j bytes after row p / 8.
     const uint32_t dst0 = swizzle_128b_offset(uint32_t(p / 8), uint32_t(16 * chunk));
-    const float* as_src = nullptr;  // block: the a_s row of token row p (p < kBT)
-    if constexpr (kBlock) {
-      if (p < kBT && s_row[p] >= 0) as_src = g.a_scale + s_row[p] * kb_count;
-    }
-    for (int kt = 0; kt < num_k_tiles; ++kt) {
-      const int stage = kt % kS;
-      if (kt >= kS) cuda::mbarrier_wait(smem_u32(&s_empty[stage]), uint32_t((kt / kS - 1) & 1));
-      const uint32_t full = smem_u32(&s_full[stage]);
-      const uint32_t sw = smem_base + stage * T::kStageBytes, st = sw + T::kWeightBytes + dst0;
-      const int64_t k0 = int64_t(kt0 + kt) * kBK;
-      if (p == 0) {
-        cuda::mbarrier_arrive_expect_tx(full, T::kWeightBytes);
-        cuda::tma_load_3d(sw, &w_map, int32_t(k0), int32_t(n0), expert, full);
-      }
-      const bool k_ok = k0 + 16 * chunk < g.k;  // k % 16 == 0: a chunk is all in or all out
+    uint32_t it = 0;  // K tiles loaded so far, into stage it % kS
+    for (int64_t lin = blockIdx.x; lin < total; lin += gridDim.x) {
+      const Tile t = tile_at(lin);
+      if (t.expert < 0) continue;  // zeros, stored by the consumers
+      const uint8_t* t_src[kRows];
+      uint32_t t_ok = 0;
 #pragma unroll
       for (int j = 0; j < kRows; ++j) {
-        const bool valid = k_ok && (t_ok >> j & 1u);
-        cuda::cp_async16(st + 2048 * j, valid ? t_src[j] + k0 : a_base, valid);
+        const int64_t slot = slot_at(t.pos0 + p / 8 + 16 * j);
+        t_src[j] = a_base + (slot >= 0 ? slot / g.a_slots_per_row : 0) * g.lda + 16 * chunk;
+        t_ok |= slot >= 0 ? 1u << j : 0u;
       }
+      const float* as_src = nullptr;  // block: the a_s row of token row p (p < kBT)
       if constexpr (kBlock) {
-        if (p < kBT) {
-          const uint32_t kb = uint32_t(kt0 + kt) / tiles_per_kb;
-          cuda::cp_async4(smem_u32(&s_ascale[stage][p]), as_src != nullptr ? as_src + kb : g.a_scale, as_src != nullptr);
-        }
+        const int64_t slot = p < kBT ? slot_at(t.pos0 + p) : -1;
+        if (slot >= 0) as_src = g.a_scale + (slot / g.a_slots_per_row) * kb_count;
       }
-      cuda::cp_async_mbarrier_arrive(full);
+      for (int kt = 0; kt < t.num_k_tiles; ++kt, ++it) {
+        const uint32_t stage = it % kS;
+        if (it >= uint32_t(kS)) cuda::mbarrier_wait(smem_u32(&s_empty[stage]), (it / kS - 1) & 1u);
+        const uint32_t full = smem_u32(&s_full[stage]);
+        const uint32_t sw = smem_base + stage * T::kStageBytes, st = sw + T::kWeightBytes + dst0;
+        const int64_t k0 = int64_t(t.kt0 + kt) * kBK;
+        if (p == 0) {
+          cuda::mbarrier_arrive_expect_tx(full, T::kWeightBytes);
+          cuda::tma_load_3d(sw, &w_map, int32_t(k0), int32_t(t.n0), t.expert, full);
+        }
+        const bool k_ok = k0 + 16 * chunk < g.k;  // k % 16 == 0: a chunk is all in or all out
+#pragma unroll
+        for (int j = 0; j < kRows; ++j) {
+          const bool valid = k_ok && (t_ok >> j & 1u);
+          cuda::cp_async16(st + 2048 * j, valid ? t_src[j] + k0 : a_base, valid);
+        }
+        if constexpr (kBlock) {
+          if (p < kBT) {
+            const uint32_t kb = uint32_t(t.kt0 + kt) / tiles_per_kb;
+            cuda::cp_async4(smem_u32(&s_ascale[stage][p]), as_src != nullptr ? as_src + kb : g.a_scale, as_src != nullptr);
+          }
+        }
+        cuda::cp_async_mbarrier_arrive(full);
+      }
     }
     cuda::cp_async_wait_all();  // no copy outlives the warpgroup
     return;
@@ -256,157 +257,178 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   // kt while tile kt - 1 is promoted (wgmma.wait_group 1).
   if constexpr (T::kRegSplit) cuda::setmaxnreg_inc<232>();
   const int wg = tid / 128, warp = (tid / 32) % 4, lg = lane / 4, lt = lane % 4;
-  float acc[kFrag], part0[kFrag], part1[kFrag];
-#pragma unroll
-  for (int i = 0; i < kFrag; ++i) acc[i] = part0[i] = part1[i] = 0.0f;
   // This thread's two weight rows (wgmma M) within the CTA tile.
   const int row_lo = wg * 64 + warp * 16 + lg, row_hi = row_lo + 8;
-  struct RowScales {
-    float lo = 1.0f, hi = 1.0f;
-  };
-  // Block: b_s[e, n / bn, kb] of this thread's rows for tile kt; the rows' scale rows are found
-  // once (nullptr: past n).
-  const float* bs_lo = nullptr;
-  const float* bs_hi = nullptr;
-  if constexpr (kBlock) {
-    const int64_t n_lo = n0 + row_lo, n_hi = n0 + row_hi;
-    const float* bs = g.b_scale + int64_t(expert) * nb_count * kb_count;
-    if (n_lo < g.n) bs_lo = bs + (n_lo / g.block_n) * kb_count;
-    if (n_hi < g.n) bs_hi = bs + (n_hi / g.block_n) * kb_count;
-  }
-  auto row_scales = [&](int kt) {
-    RowScales r;
-    if constexpr (kBlock) {
-      const uint32_t kb = uint32_t(kt0 + kt) / tiles_per_kb;
-      r.lo = bs_lo != nullptr ? __ldg(bs_lo + kb) : 0.0f;
-      r.hi = bs_hi != nullptr ? __ldg(bs_hi + kb) : 0.0f;
-    }
-    return r;
-  };
-  // Waits for tile kt and queues its product into `part` (fresh: every tile is promoted).
-  auto issue = [&](float (&part)[kFrag], int kt) {
-    const int stage = kt % kS;
-    cuda::mbarrier_wait(smem_u32(&s_full[stage]), uint32_t((kt / kS) & 1));
-    cuda::fence_proxy_async_shared();  // the producer's cp.async writes, visible to wgmma
-    const uint32_t base = smem_base + stage * T::kStageBytes;
-    const uint32_t sw = base + wg * 64 * 128, st = base + T::kWeightBytes;
-    cuda::wgmma_fence_operands(part);
-    cuda::wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kBK / 32; ++ks) {
-      cuda::wgmma_e4m3<kBT>(part, cuda::wgmma_desc_sw128(sw + 32 * ks), cuda::wgmma_desc_sw128(st + 32 * ks), ks > 0);
-    }
-    cuda::wgmma_commit();
-  };
-  // Tile kt's product is complete: acc += part (block: acc = fma(part * a_s[row, kb], b_s[e, n / bn, kb], acc)),
-  // then the stage goes back to the producer.
-  auto retire = [&](float (&part)[kFrag], int kt, RowScales sb) {
-    const int stage = kt % kS;
-    cuda::wgmma_fence_operands(part);
-    if constexpr (kBlock) {
-#pragma unroll
-      for (int j = 0; j < kBT / 8; ++j) {
-        const float sa0 = s_ascale[stage][8 * j + 2 * lt], sa1 = s_ascale[stage][8 * j + 2 * lt + 1];
-        acc[4 * j + 0] = __fmaf_rn(__fmul_rn(part[4 * j + 0], sa0), sb.lo, acc[4 * j + 0]);
-        acc[4 * j + 1] = __fmaf_rn(__fmul_rn(part[4 * j + 1], sa1), sb.lo, acc[4 * j + 1]);
-        acc[4 * j + 2] = __fmaf_rn(__fmul_rn(part[4 * j + 2], sa0), sb.hi, acc[4 * j + 2]);
-        acc[4 * j + 3] = __fmaf_rn(__fmul_rn(part[4 * j + 3], sa1), sb.hi, acc[4 * j + 3]);
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kFrag; ++i) acc[i] = __fadd_rn(acc[i], part[i]);
-    }
-    __syncwarp();  // the warp is done with the stage
-    if (lane == 0) cuda::mbarrier_arrive(smem_u32(&s_empty[stage]));
-  };
-
-  // kt below counts this CTA's tiles (stage kt % kS); the K offset is kt0 + kt.
-  if (num_k_tiles == 0) {
-    // A split past the last K tile: its partial sums are zeros.
-  } else if constexpr (!T::kTwoFragments) {
-    for (int kt = 0; kt < num_k_tiles; ++kt) {
-      const RowScales sb = row_scales(kt);
-      issue(part0, kt);
-      cuda::wgmma_wait<0>();
-      retire(part0, kt, sb);
-    }
-  } else {
-    // Tiles go in pairs, so that each fragment has one fixed role per step (ptxas then keeps the
-    // wgmmas asynchronous).
-    RowScales sb0 = row_scales(0), sb1;
-    issue(part0, 0);
-    int kt = 1;
-    for (; kt + 1 < num_k_tiles; kt += 2) {
-      sb1 = row_scales(kt);
-      issue(part1, kt);
-      cuda::wgmma_wait<1>();  // tile kt - 1 is done
-      retire(part0, kt - 1, sb0);
-      sb0 = row_scales(kt + 1);
-      issue(part0, kt + 1);
-      cuda::wgmma_wait<1>();  // tile kt is done
-      retire(part1, kt, sb1);
-    }
-    if (kt < num_k_tiles) {  // an even tile count: one more, into part1
-      sb1 = row_scales(kt);
-      issue(part1, kt);
-      cuda::wgmma_wait<1>();
-      retire(part0, kt - 1, sb0);
-      cuda::wgmma_wait<0>();
-      retire(part1, kt, sb1);
-    } else {
-      cuda::wgmma_wait<0>();
-      retire(part0, kt - 1, sb0);
-    }
-  }
-
-  // Epilogue, kChunk token positions at a time through this warp's staging buffer: the fragment
-  // goes to shared memory token-major (element 4 j + {0, 1}: weight row lg, positions 8 j + 2 lt +
-  // {0, 1}; 4 j + {2, 3}: row lg + 8), then lane t scales the 16 outputs of position t and stores
-  // them with 16-byte stores into the slot's row. Rolled over the positions: the unrolled
-  // epilogue made the kernel larger than the instruction cache.
   float* const buf = reinterpret_cast<float*>(smem + kS * T::kStageBytes) + (tid / 32) * T::kEpiWarpFloats;
-  const float a_scale = kBlock ? 1.0f : g.a_scale[0];
-  const float b_scale = kBlock ? 1.0f : g.b_scale[expert];
-  const int64_t n_warp = n0 + wg * 64 + warp * 16;  // this warp's 16 weight rows = output columns
-  const int count = g.n - n_warp < 16 ? int(g.n - n_warp) : 16;
-  const bool vector = count == 16 && (out.ldc * (out.c_dtype == DType::kF32 ? 4 : 2)) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(out.c) % 16 == 0;
+  uint32_t it = 0;  // K tiles consumed so far, from stage it % kS
+  for (int64_t lin = blockIdx.x; lin < total; lin += gridDim.x) {
+    const Tile t = tile_at(lin);
+    // Where the results go: c, or this split's f32 partial sums.
+    GroupedGemmArgs out = g;
+    if constexpr (kSplit) {
+      out.c = g.partials + t.split * g.num_slots * g.n;
+      out.c_dtype = DType::kF32;
+      out.ldc = g.n;
+    }
+    if (t.expert < 0) {  // an expert of another rank: zero rows
+      for (int i = tid; i < kBT * T::kRowsW; i += T::kConsumers) {
+        const int64_t slot = slot_at(t.pos0 + i / T::kRowsW), n = t.n0 + i % T::kRowsW;
+        if (slot >= 0 && n < g.n) store_one(out, slot, n, 0.0f);
+      }
+      continue;
+    }
+
+    float acc[kFrag], part0[kFrag], part1[kFrag];
 #pragma unroll
-  for (int q = 0; q < kBT / T::kChunk; ++q) {
-    __syncwarp();  // the previous chunk has been read
+    for (int i = 0; i < kFrag; ++i) acc[i] = part0[i] = part1[i] = 0.0f;
+    struct RowScales {
+      float lo = 1.0f, hi = 1.0f;
+    };
+    // Block: b_s[e, n / bn, kb] of this thread's rows for tile kt; the rows' scale rows are found
+    // once a tile (nullptr: past n).
+    const float* bs_lo = nullptr;
+    const float* bs_hi = nullptr;
+    if constexpr (kBlock) {
+      const int64_t n_lo = t.n0 + row_lo, n_hi = t.n0 + row_hi;
+      const float* bs = g.b_scale + int64_t(t.expert) * nb_count * kb_count;
+      if (n_lo < g.n) bs_lo = bs + (n_lo / g.block_n) * kb_count;
+      if (n_hi < g.n) bs_hi = bs + (n_hi / g.block_n) * kb_count;
+    }
+    auto row_scales = [&](int kt) {
+      RowScales r;
+      if constexpr (kBlock) {
+        const uint32_t kb = uint32_t(t.kt0 + kt) / tiles_per_kb;
+        r.lo = bs_lo != nullptr ? __ldg(bs_lo + kb) : 0.0f;
+        r.hi = bs_hi != nullptr ? __ldg(bs_hi + kb) : 0.0f;
+      }
+      return r;
+    };
+    // Waits for tile kt and queues its product into `part` (fresh: every tile is promoted).
+    auto issue = [&](float (&part)[kFrag], int kt) {
+      const uint32_t q = it + uint32_t(kt), stage = q % kS;
+      cuda::mbarrier_wait(smem_u32(&s_full[stage]), (q / kS) & 1u);
+      cuda::fence_proxy_async_shared();  // the producer's cp.async writes, visible to wgmma
+      const uint32_t base = smem_base + stage * T::kStageBytes;
+      const uint32_t sw = base + wg * 64 * 128, st = base + T::kWeightBytes;
+      cuda::wgmma_fence_operands(part);
+      cuda::wgmma_fence();
 #pragma unroll
-    for (int jj = 0; jj < T::kChunk / 8; ++jj) {
-      const int j = q * (T::kChunk / 8) + jj;
+      for (int ks = 0; ks < kBK / 32; ++ks) {
+        cuda::wgmma_e4m3<kBT>(part, cuda::wgmma_desc_sw128(sw + 32 * ks), cuda::wgmma_desc_sw128(st + 32 * ks), ks > 0);
+      }
+      cuda::wgmma_commit();
+    };
+    // Tile kt's product is complete: acc += part (block: acc = fma(part * a_s[row, kb], b_s[e, n / bn, kb], acc)),
+    // then the stage goes back to the producer.
+    auto retire = [&](float (&part)[kFrag], int kt, RowScales sb) {
+      const uint32_t stage = (it + uint32_t(kt)) % kS;
+      cuda::wgmma_fence_operands(part);
+      if constexpr (kBlock) {
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        buf[(8 * jj + 2 * lt + e) * T::kEpiStride + lg] = acc[4 * j + e];
-        buf[(8 * jj + 2 * lt + e) * T::kEpiStride + lg + 8] = acc[4 * j + 2 + e];
+        for (int j = 0; j < kBT / 8; ++j) {
+          const float sa0 = s_ascale[stage][8 * j + 2 * lt], sa1 = s_ascale[stage][8 * j + 2 * lt + 1];
+          acc[4 * j + 0] = __fmaf_rn(__fmul_rn(part[4 * j + 0], sa0), sb.lo, acc[4 * j + 0]);
+          acc[4 * j + 1] = __fmaf_rn(__fmul_rn(part[4 * j + 1], sa1), sb.lo, acc[4 * j + 1]);
+          acc[4 * j + 2] = __fmaf_rn(__fmul_rn(part[4 * j + 2], sa0), sb.hi, acc[4 * j + 2]);
+          acc[4 * j + 3] = __fmaf_rn(__fmul_rn(part[4 * j + 3], sa1), sb.hi, acc[4 * j + 3]);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kFrag; ++i) acc[i] = __fadd_rn(acc[i], part[i]);
+      }
+      __syncwarp();  // the warp is done with the stage
+      if (lane == 0) cuda::mbarrier_arrive(smem_u32(&s_empty[stage]));
+    };
+
+    // kt counts this tile's K tiles (stage (it + kt) % kS); the K offset is kt0 + kt.
+    const int num_k_tiles = t.num_k_tiles;
+    if (num_k_tiles == 0) {
+      // A split past the last K tile: its partial sums are zeros.
+    } else if constexpr (!T::kTwoFragments) {
+      for (int kt = 0; kt < num_k_tiles; ++kt) {
+        const RowScales sb = row_scales(kt);
+        issue(part0, kt);
+        cuda::wgmma_wait<0>();
+        retire(part0, kt, sb);
+      }
+    } else {
+      // Tiles go in pairs, so that each fragment has one fixed role per step (ptxas then keeps the
+      // wgmmas asynchronous).
+      RowScales sb0 = row_scales(0), sb1;
+      issue(part0, 0);
+      int kt = 1;
+      for (; kt + 1 < num_k_tiles; kt += 2) {
+        sb1 = row_scales(kt);
+        issue(part1, kt);
+        cuda::wgmma_wait<1>();  // tile kt - 1 is done
+        retire(part0, kt - 1, sb0);
+        sb0 = row_scales(kt + 1);
+        issue(part0, kt + 1);
+        cuda::wgmma_wait<1>();  // tile kt is done
+        retire(part1, kt, sb1);
+      }
+      if (kt < num_k_tiles) {  // an even tile count: one more, into part1
+        sb1 = row_scales(kt);
+        issue(part1, kt);
+        cuda::wgmma_wait<1>();
+        retire(part0, kt - 1, sb0);
+        cuda::wgmma_wait<0>();
+        retire(part1, kt, sb1);
+      } else {
+        cuda::wgmma_wait<0>();
+        retire(part0, kt - 1, sb0);
       }
     }
-    __syncwarp();
-    const int64_t slot = lane < T::kChunk ? s_slot[q * T::kChunk + lane] : -1;
-    if (slot >= 0 && count > 0) {
-      const float w = g.slot_weight != nullptr ? g.slot_weight[slot] : 1.0f;
-      // Routed weight before the scales (spec 1.10).
-      auto finish = [&](float v) {
-        if (g.slot_weight != nullptr) v = __fmul_rn(v, w);
-        return kBlock ? v : __fmul_rn(__fmul_rn(v, a_scale), b_scale);
-      };
-      const float* row = buf + lane * T::kEpiStride;
-      if (vector) {
-        float y[16];
+    it += uint32_t(num_k_tiles);
+
+    // Epilogue, kChunk token positions at a time through this warp's staging buffer: the fragment
+    // goes to shared memory token-major (element 4 j + {0, 1}: weight row lg, positions 8 j + 2 lt +
+    // {0, 1}; 4 j + {2, 3}: row lg + 8), then lane t scales the 16 outputs of position t and stores
+    // them with 16-byte stores into the slot's row. Rolled over the positions: the unrolled
+    // epilogue made the kernel larger than the instruction cache.
+    const float a_scale = kBlock ? 1.0f : g.a_scale[0];
+    const float b_scale = kBlock ? 1.0f : g.b_scale[t.expert];
+    const int64_t n_warp = t.n0 + wg * 64 + warp * 16;  // this warp's 16 weight rows = output columns
+    const int count = g.n - n_warp < 16 ? int(g.n - n_warp) : 16;
+    const bool vector = count == 16 && (out.ldc * (out.c_dtype == DType::kF32 ? 4 : 2)) % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(out.c) % 16 == 0;
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const float4 x = *reinterpret_cast<const float4*>(row + 4 * v);
-          y[4 * v] = finish(x.x);
-          y[4 * v + 1] = finish(x.y);
-          y[4 * v + 2] = finish(x.z);
-          y[4 * v + 3] = finish(x.w);
+    for (int q = 0; q < kBT / T::kChunk; ++q) {
+      __syncwarp();  // the previous chunk (or tile) has been read
+#pragma unroll
+      for (int jj = 0; jj < T::kChunk / 8; ++jj) {
+        const int j = q * (T::kChunk / 8) + jj;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          buf[(8 * jj + 2 * lt + e) * T::kEpiStride + lg] = acc[4 * j + e];
+          buf[(8 * jj + 2 * lt + e) * T::kEpiStride + lg + 8] = acc[4 * j + 2 + e];
         }
-        store16(out, slot, n_warp, y);
-      } else {
+      }
+      __syncwarp();
+      const int64_t slot = lane < T::kChunk ? slot_at(t.pos0 + q * T::kChunk + lane) : -1;
+      if (slot >= 0 && count > 0) {
+        const float w = g.slot_weight != nullptr ? g.slot_weight[slot] : 1.0f;
+        // Routed weight before the scales (spec 1.10).
+        auto finish = [&](float v) {
+          if (g.slot_weight != nullptr) v = __fmul_rn(v, w);
+          return kBlock ? v : __fmul_rn(__fmul_rn(v, a_scale), b_scale);
+        };
+        const float* row = buf + lane * T::kEpiStride;
+        if (vector) {
+          float y[16];
+#pragma unroll
+          for (int v = 0; v < 4; ++v) {
+            const float4 x = *reinterpret_cast<const float4*>(row + 4 * v);
+            y[4 * v] = finish(x.x);
+            y[4 * v + 1] = finish(x.y);
+            y[4 * v + 2] = finish(x.z);
+            y[4 * v + 3] = finish(x.w);
+          }
+          store16(out, slot, n_warp, y);
+        } else {
 #pragma unroll 1
-        for (int e = 0; e < count; ++e) store_one(out, slot, n_warp + e, finish(row[e]));
+          for (int e = 0; e < count; ++e) store_one(out, slot, n_warp + e, finish(row[e]));
+        }
       }
     }
   }
@@ -423,8 +445,18 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
   // The experts' weights [E, n, k] as bytes, read in kRowsW x 128 boxes.
   const CUtensorMap w_map = cuda::make_tensor_map_3d_u8_sw128(g.b, uint64_t(g.k), uint64_t(g.n), uint64_t(g.num_experts),
                                                               uint64_t(g.ldb), uint64_t(g.b_expert_stride), T::kBK, T::kRowsW);
-  const dim3 grid{unsigned(g.grid_m_blocks * ((g.n + T::kRowsW - 1) / T::kRowsW) * g.k_splits)};
-  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(g, w_map);
+  // Persistent: at most as many CTAs as fit on the GPU at once, each walking tiles.
+  static const int per_sm = [] {
+    int n = 0;
+    FP8KIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, T::kThreads, T::kSmemBytes));
+    return n > 0 ? n : 1;
+  }();
+  int device = 0, sms = 0;
+  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t tiles = g.grid_m_blocks * ((g.n + T::kRowsW - 1) / T::kRowsW) * g.k_splits;
+  const int64_t resident = int64_t(per_sm) * sms;
+  kernel<<<unsigned(tiles < resident ? tiles : resident), T::kThreads, T::kSmemBytes, stream>>>(g, w_map);
   FP8KIT_CHECK_LAUNCH(stream, "grouped_gemm_sm90_wgmma_kernel");
 }
 
