@@ -12,9 +12,11 @@
 // tokens of one moe_align block are its N (kBT = block_m = 16, 64 or 128), so a decode block of a
 // few tokens wastes no weight bandwidth and little tensor-core time. CTA = kWG consumer
 // warpgroups (64 * kWG weight rows x kBT sorted positions of one expert) + one producer warpgroup.
-// Persistent: as many CTAs as are resident at once walk the tiles of the blocks in use (read from
+// Persistent: as many CTAs as are resident at once walk the tiles (skipping those of blocks past
 // num_post_pad), and the stage ring runs on across tiles, so the producer loads the next tile while
 // the consumers store the last (a decode GEMM2's tile is only a few K tiles: Qwen3-30B-A3B's 6).
+// Launched with programmatic dependent launch (core/cuda/pdl.cuh): the first tile's first two weight
+// tiles go out while the kernel before (the quantization or the activation) is still running.
 //
 // K goes through shared memory in 128-byte tiles (128 e4m3 values), kStages deep, in the
 // 128-byte swizzle wgmma reads (core/cuda/wgmma.cuh). The producer warpgroup loads each stage: the
@@ -55,6 +57,7 @@
 #include "core/cuda/async_copy.cuh"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_attributes.h"
+#include "core/cuda/pdl.cuh"
 #include "core/cuda/tensor_map.h"
 #include "core/cuda/wgmma.cuh"
 #include "fp8kit/half.h"
@@ -157,14 +160,14 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   }
   __syncthreads();
 
-  // The tiles (token block, weight tile[, split]) of the blocks in use, walked by a grid-stride
-  // loop. Raster: groups of kRasterGroup token blocks walk all weight tiles together, so the CTAs
+  // The tiles (token block, weight tile[, split]), walked by a grid-stride loop. Raster: groups of kRasterGroup token blocks walk all weight tiles together, so the CTAs
   // in flight share a few token blocks (L2-resident) and read each weight tile from memory ~once.
   // Split K: the tiles repeat per split.
-  const int64_t n_tiles = (g.n + T::kRowsW - 1) / T::kRowsW;
-  const int64_t blocks_in_use = (int64_t(*g.num_post_pad) + kBT - 1) / kBT;
-  const int64_t blocks = blocks_in_use < g.grid_m_blocks ? blocks_in_use : g.grid_m_blocks;
+  // Tiles of blocks past num_post_pad are skipped; the raster is laid over the host's bound on the
+  // blocks, so that a tile's expert is read without waiting for num_post_pad.
+  const int64_t n_tiles = (g.n + T::kRowsW - 1) / T::kRowsW, blocks = g.grid_m_blocks;
   const int64_t tiles = blocks * n_tiles, total = kSplit ? tiles * g.k_splits : tiles;
+  const int64_t used = *g.num_post_pad;  // positions in use
   const int all_k_tiles = int((g.k + kBK - 1) / kBK);
   const int split_tiles = kSplit ? (all_k_tiles + int(g.k_splits) - 1) / int(g.k_splits) : all_k_tiles;
   const int64_t kb_count = kBlock ? (g.k + g.block_k - 1) / g.block_k : 1;
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     const int64_t token_block = group * kRasterGroup + in_group % group_rows;
     t.pos0 = token_block * kBT;
     t.n0 = (in_group / group_rows) * T::kRowsW;
-    t.expert = g.expert_ids[token_block];  // block_m == kBT
+    t.expert = g.expert_ids[token_block];  // block_m == kBT (read past `used` too: expert_ids holds `blocks`)
     t.kt0 = t.split * split_tiles;
     t.num_k_tiles = t.kt0 >= all_k_tiles ? 0 : (all_k_tiles - t.kt0 < split_tiles ? all_k_tiles - t.kt0 : split_tiles);
     return t;
@@ -207,30 +210,49 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     const uint8_t* a_base = static_cast<const uint8_t*>(g.a);
     // 16 rows apart keeps the swizzle phase: row p / 8 + 16 j lies 2048 j bytes after row p / 8.
     const uint32_t dst0 = swizzle_128b_offset(uint32_t(p / 8), uint32_t(16 * chunk));
+    // Launched by launch_pdl: the first tile's first weight tiles (constant) are requested before
+    // the wait for the kernel before this one (the routing tables were written earlier still).
+    // Two: measured on the H200 (decode layers in CUDA graphs), all eight stages slowed the kernel
+    // before (its loads queued behind them; Mixtral-8x7B M = 1 0.98x), none or two sped the layer
+    // up (two: Qwen3-30B-A3B M = 1 1.08-1.13x, Mixtral-8x7B and DeepSeek-V3 1.02-1.03x).
+    constexpr int kEarlyStages = 2;
+    int early = 0;  // K tiles of the first tile whose weight tiles are on their way
+    if (int64_t(blockIdx.x) < total) {
+      const Tile t = tile_at(blockIdx.x);
+      early = t.pos0 >= used || t.expert < 0 ? 0 : (t.num_k_tiles < kEarlyStages ? t.num_k_tiles : kEarlyStages);
+      for (int kt = 0; kt < early && p == 0; ++kt) {
+        const uint32_t full = smem_u32(&s_full[kt]);
+        cuda::mbarrier_arrive_expect_tx(full, T::kWeightBytes);
+        cuda::tma_load_3d(smem_base + kt * T::kStageBytes, &w_map, int32_t(int64_t(t.kt0 + kt) * kBK), int32_t(t.n0), t.expert, full);
+      }
+    }
+    cuda::pdl_wait();
+    cuda::pdl_allow_dependents();
     uint32_t it = 0;  // K tiles loaded so far, into stage it % kS
     for (int64_t lin = blockIdx.x; lin < total; lin += gridDim.x) {
       const Tile t = tile_at(lin);
-      if (t.expert < 0) continue;  // zeros, stored by the consumers
+      // The rows' slots are read with the expert (not after it: one load latency a tile less).
+      int64_t slots[kRows];
+#pragma unroll
+      for (int j = 0; j < kRows; ++j) slots[j] = slot_at(t.pos0 + p / 8 + 16 * j);
+      const int64_t slot_p = kBlock && p < kBT ? slot_at(t.pos0 + p) : -1;
+      if (t.pos0 >= used || t.expert < 0) continue;  // not in use, or zeros stored by the consumers
       const uint8_t* t_src[kRows];
       uint32_t t_ok = 0;
 #pragma unroll
       for (int j = 0; j < kRows; ++j) {
-        const int64_t slot = slot_at(t.pos0 + p / 8 + 16 * j);
-        t_src[j] = a_base + (slot >= 0 ? slot / g.a_slots_per_row : 0) * g.lda + 16 * chunk;
-        t_ok |= slot >= 0 ? 1u << j : 0u;
+        t_src[j] = a_base + (slots[j] >= 0 ? slots[j] / g.a_slots_per_row : 0) * g.lda + 16 * chunk;
+        t_ok |= slots[j] >= 0 ? 1u << j : 0u;
       }
-      const float* as_src = nullptr;  // block: the a_s row of token row p (p < kBT)
-      if constexpr (kBlock) {
-        const int64_t slot = p < kBT ? slot_at(t.pos0 + p) : -1;
-        if (slot >= 0) as_src = g.a_scale + (slot / g.a_slots_per_row) * kb_count;
-      }
+      // Block: the a_s row of token row p (p < kBT).
+      const float* as_src = slot_p >= 0 ? g.a_scale + (slot_p / g.a_slots_per_row) * kb_count : nullptr;
       for (int kt = 0; kt < t.num_k_tiles; ++kt, ++it) {
         const uint32_t stage = it % kS;
         if (it >= uint32_t(kS)) cuda::mbarrier_wait(smem_u32(&s_empty[stage]), (it / kS - 1) & 1u);
         const uint32_t full = smem_u32(&s_full[stage]);
         const uint32_t sw = smem_base + stage * T::kStageBytes, st = sw + T::kWeightBytes + dst0;
         const int64_t k0 = int64_t(t.kt0 + kt) * kBK;
-        if (p == 0) {
+        if (p == 0 && it >= uint32_t(early)) {  // (the first tile's first `early` are on their way)
           cuda::mbarrier_arrive_expect_tx(full, T::kWeightBytes);
           cuda::tma_load_3d(sw, &w_map, int32_t(k0), int32_t(t.n0), t.expert, full);
         }
@@ -256,6 +278,8 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   // Consumer warpgroups: two f32 fragments take turns, so that the tensor cores multiply tile
   // kt while tile kt - 1 is promoted (wgmma.wait_group 1).
   if constexpr (T::kRegSplit) cuda::setmaxnreg_inc<232>();
+  cuda::pdl_wait();  // before a_scale, the routed weights and the stores
+  cuda::pdl_allow_dependents();
   const int wg = tid / 128, warp = (tid / 32) % 4, lg = lane / 4, lt = lane % 4;
   // This thread's two weight rows (wgmma M) within the CTA tile.
   const int row_lo = wg * 64 + warp * 16 + lg, row_hi = row_lo + 8;
@@ -263,6 +287,17 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   uint32_t it = 0;  // K tiles consumed so far, from stage it % kS
   for (int64_t lin = blockIdx.x; lin < total; lin += gridDim.x) {
     const Tile t = tile_at(lin);
+    if (t.pos0 >= used) continue;
+    // The epilogue's slots (lane t: position q kChunk + t), routed weights and scales, read now so
+    // that their latency passes during the K loop (decode's short tiles; 128-token tiles have no
+    // registers to spare and long K loops).
+    constexpr bool kEarlySlots = kBT <= 64;
+    constexpr int kChunks = kBT / T::kChunk, kEarly = kEarlySlots ? kChunks : 1;
+    auto epilogue_slot = [&](int q) { return lane < T::kChunk ? slot_at(t.pos0 + q * T::kChunk + lane) : int64_t(-1); };
+    auto routed_weight = [&](int64_t slot) { return g.slot_weight != nullptr && slot >= 0 ? g.slot_weight[slot] : 1.0f; };
+    int64_t e_slot[kEarly];
+#pragma unroll
+    for (int q = 0; q < kEarly; ++q) e_slot[q] = kEarlySlots ? epilogue_slot(q) : -1;
     // Where the results go: c, or this split's f32 partial sums.
     GroupedGemmArgs out = g;
     if constexpr (kSplit) {
@@ -277,6 +312,12 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
       }
       continue;
     }
+
+    float e_w[kEarly];
+#pragma unroll
+    for (int q = 0; q < kEarly; ++q) e_w[q] = kEarlySlots ? routed_weight(e_slot[q]) : 1.0f;
+    const float a_scale = kBlock ? 1.0f : g.a_scale[0];
+    const float b_scale = kBlock ? 1.0f : g.b_scale[t.expert];
 
     float acc[kFrag], part0[kFrag], part1[kFrag];
 #pragma unroll
@@ -386,8 +427,6 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     // {0, 1}; 4 j + {2, 3}: row lg + 8), then lane t scales the 16 outputs of position t and stores
     // them with 16-byte stores into the slot's row. Rolled over the positions: the unrolled
     // epilogue made the kernel larger than the instruction cache.
-    const float a_scale = kBlock ? 1.0f : g.a_scale[0];
-    const float b_scale = kBlock ? 1.0f : g.b_scale[t.expert];
     const int64_t n_warp = t.n0 + wg * 64 + warp * 16;  // this warp's 16 weight rows = output columns
     const int count = g.n - n_warp < 16 ? int(g.n - n_warp) : 16;
     const bool vector = count == 16 && (out.ldc * (out.c_dtype == DType::kF32 ? 4 : 2)) % 16 == 0 &&
@@ -405,9 +444,9 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
         }
       }
       __syncwarp();
-      const int64_t slot = lane < T::kChunk ? slot_at(t.pos0 + q * T::kChunk + lane) : -1;
+      const int64_t slot = kEarlySlots ? e_slot[q] : epilogue_slot(q);
       if (slot >= 0 && count > 0) {
-        const float w = g.slot_weight != nullptr ? g.slot_weight[slot] : 1.0f;
+        const float w = kEarlySlots ? e_w[q] : routed_weight(slot);
         // Routed weight before the scales (spec 1.10).
         auto finish = [&](float v) {
           if (g.slot_weight != nullptr) v = __fmul_rn(v, w);
@@ -456,7 +495,7 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t tiles = g.grid_m_blocks * ((g.n + T::kRowsW - 1) / T::kRowsW) * g.k_splits;
   const int64_t resident = int64_t(per_sm) * sms;
-  kernel<<<unsigned(tiles < resident ? tiles : resident), T::kThreads, T::kSmemBytes, stream>>>(g, w_map);
+  cuda::launch_pdl(kernel, unsigned(tiles < resident ? tiles : resident), T::kThreads, T::kSmemBytes, stream, g, w_map);
   FP8KIT_CHECK_LAUNCH(stream, "grouped_gemm_sm90_wgmma_kernel");
 }
 

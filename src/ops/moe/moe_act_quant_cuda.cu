@@ -93,6 +93,8 @@ __device__ __forceinline__ Elems<T, kRun> activation_run(const ActQuantParams& p
 
 template <typename T, typename F, Pass kPass, bool kSilu>
 __global__ void __launch_bounds__(kThreads) act_quant_kernel(const ActQuantParams p) {
+  cuda::pdl_wait();  // launched by launch_pdl (core/cuda/pdl.cuh)
+  cuda::pdl_allow_dependents();
   const uint32_t rows = rows_in_use(p);
   const Fp8Max fp8_max = make_fp8_max<F>(p.fp8_max);
   Cursor c(p);
@@ -189,7 +191,7 @@ template <Pass kPass, typename T, typename F, bool kSilu>
 void launch_pass(const ActQuantParams& p, cudaStream_t stream) {
   constexpr auto kernel = act_quant_kernel<T, F, kPass, kSilu>;
   const unsigned grid = launch::grid_for<kernel>(int64_t(p.rows) * p.runs_per_row);
-  kernel<<<grid, kThreads, 0, stream>>>(p);
+  cuda::launch_pdl(kernel, grid, kThreads, 0, stream, p);
   FP8KIT_CHECK_LAUNCH(stream, "act_quant_kernel");
 }
 
@@ -202,7 +204,7 @@ void launch_typed(const ActQuantArgs& a, const ActQuantParams& p, cudaStream_t s
       return launch_pass<Pass::kGroup, T, F, kSilu>(p, stream);
     case ActQuantScaling::kDynamicTensor:
       if (int64_t(p.rows) * p.runs_per_row <= int64_t(kSmallRuns) * kThreads) {
-        act_quant_kernel<T, F, Pass::kSmall, kSilu><<<1, kThreads, 0, stream>>>(p);
+        cuda::launch_pdl(act_quant_kernel<T, F, Pass::kSmall, kSilu>, 1, kThreads, 0, stream, p);
         FP8KIT_CHECK_LAUNCH(stream, "act_quant_kernel");
         return;
       }

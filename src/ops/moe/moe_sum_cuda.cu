@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/pdl.cuh"
 #include "fp8kit/half.h"
 #include "ops/moe/moe_sum_cuda.h"
 
@@ -47,6 +48,8 @@ __device__ __forceinline__ void split_values(const MoeSumArgs& a, int64_t slot, 
 // the slot values come from split-K partial sums (MoeSumArgs::partials).
 template <typename T, bool kScalarAccumulate, int V, bool kSplits>
 __global__ void moe_sum_kernel(const MoeSumArgs a) {
+  cuda::pdl_wait();  // launched by launch_pdl (core/cuda/pdl.cuh)
+  cuda::pdl_allow_dependents();
   struct alignas(sizeof(T) * V) Pack {
     T v[V];
   };
@@ -96,9 +99,9 @@ void launch(const MoeSumArgs& a, cudaStream_t s) {
   constexpr int kThreads = 256;
   const int64_t blocks = std::clamp<int64_t>((total + kThreads - 1) / kThreads, 1, 132 * 32);
   if (vec) {
-    moe_sum_kernel<T, kScalarAccumulate, kVec, kSplits><<<unsigned(blocks), kThreads, 0, s>>>(a);
+    cuda::launch_pdl(moe_sum_kernel<T, kScalarAccumulate, kVec, kSplits>, unsigned(blocks), kThreads, 0, s, a);
   } else {
-    moe_sum_kernel<T, kScalarAccumulate, 1, kSplits><<<unsigned(blocks), kThreads, 0, s>>>(a);
+    cuda::launch_pdl(moe_sum_kernel<T, kScalarAccumulate, 1, kSplits>, unsigned(blocks), kThreads, 0, s, a);
   }
   FP8KIT_CHECK_LAUNCH(s, "moe_sum_kernel");
 }

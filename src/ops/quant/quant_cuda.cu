@@ -22,7 +22,7 @@ void launch_absmax(DType in_dtype, const Region& in, const void* p, float fp8_ma
   const AbsmaxParams params{p, in.row_stride, in.col_stride, in.rows, in.cols, in.vec, fp8_max, result};
   dispatch_float(in_dtype, [&](auto t) {
     constexpr auto kernel = absmax_kernel<decltype(t)>;
-    kernel<<<grid_for<kernel>(in.rows * ceil_div(in.cols, kChunk)), kThreads, 0, stream>>>(params);
+    cuda::launch_pdl(kernel, grid_for<kernel>(in.rows * ceil_div(in.cols, kChunk)), kThreads, 0, stream, params);
     FP8KIT_CHECK_LAUNCH(stream, "absmax_kernel");
   });
 }
@@ -56,13 +56,13 @@ void launch_per_tensor_quant(DType in_dtype, DType out_dtype, PerTensorQuantPara
       p.vec_out = rows_aligned(p.out, out_row_stride, 1, out_rows, 16);
     }
     if (absmax_first != nullptr) {
-      small_dynamic_per_tensor_quant_kernel<T, F><<<1, kThreads, 0, stream>>>(*absmax_first, p);
+      cuda::launch_pdl(small_dynamic_per_tensor_quant_kernel<T, F>, 1, kThreads, 0, stream, *absmax_first, p);
       FP8KIT_CHECK_LAUNCH(stream, "small_dynamic_per_tensor_quant_kernel");
       return;
     }
     if (p.rows * p.cols == 0) return;
     constexpr auto kernel = per_tensor_quant_kernel<T, F>;
-    kernel<<<grid_for<kernel>(p.rows * ceil_div(p.cols, kChunk)), kThreads, 0, stream>>>(p);
+    cuda::launch_pdl(kernel, grid_for<kernel>(p.rows * ceil_div(p.cols, kChunk)), kThreads, 0, stream, p);
     FP8KIT_CHECK_LAUNCH(stream, "per_tensor_quant_kernel");
   });
 }
@@ -117,7 +117,7 @@ namespace {
 
 template <auto kKernel>
 void launch_groups(const GroupQuantParams& p, int64_t threads, cudaStream_t stream) {
-  kKernel<<<grid_for<kKernel>(threads), kThreads, 0, stream>>>(p);
+  cuda::launch_pdl(kKernel, grid_for<kKernel>(threads), kThreads, 0, stream, p);
   FP8KIT_CHECK_LAUNCH(stream, "group_quant_kernel");
 }
 

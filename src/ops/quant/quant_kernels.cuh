@@ -5,6 +5,7 @@
 // the H200's 4.27 TB/s copy rate; dynamic per-tensor reads its input twice (160 MiB, 39 us).
 #pragma once
 
+#include "core/cuda/pdl.cuh"
 #include "ops/quant/quant_kernel_util.cuh"
 
 namespace fp8kit::ops::kernels {
@@ -43,6 +44,8 @@ __device__ __forceinline__ uint32_t absmax_bits_of(const AbsmaxParams& p, int64_
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) absmax_kernel(const AbsmaxParams p) {
+  cuda::pdl_wait();  // launched by launch_pdl (core/cuda/pdl.cuh)
+  cuda::pdl_allow_dependents();
   __shared__ uint32_t reduce_buffer[kWarps];
   // No early return: every thread reaches block_max.
   const uint32_t m = block_max(absmax_bits_of<T>(p, global_thread(), grid_threads()), reduce_buffer);
@@ -105,6 +108,8 @@ __device__ __forceinline__ void quantize_per_tensor(const PerTensorQuantParams& 
 
 template <typename T, typename F>
 __global__ void __launch_bounds__(kThreads) per_tensor_quant_kernel(const PerTensorQuantParams p) {
+  cuda::pdl_wait();  // launched by launch_pdl (core/cuda/pdl.cuh)
+  cuda::pdl_allow_dependents();
   quantize_per_tensor<T, F>(p, __ldg(p.scale), global_thread(), grid_threads());
 }
 
@@ -115,6 +120,8 @@ __global__ void __launch_bounds__(kThreads) per_tensor_quant_kernel(const PerTen
 template <typename T, typename F>
 __global__ void __launch_bounds__(kThreads) small_dynamic_per_tensor_quant_kernel(const AbsmaxParams a,
                                                                                  const PerTensorQuantParams p) {
+  cuda::pdl_wait();  // launched by launch_pdl (core/cuda/pdl.cuh)
+  cuda::pdl_allow_dependents();
   __shared__ uint32_t reduce_buffer[kWarps];
   const uint32_t m = block_max(absmax_bits_of<T>(a, threadIdx.x, blockDim.x), reduce_buffer);
   const float s = __fdiv_rn(abs_bits_to_float(m, T{}), a.fp8_max);
@@ -288,6 +295,8 @@ __device__ __forceinline__ float group_scale(float amax, const GroupQuantParams&
 // output rows.
 template <typename T, typename F, int kGroup>
 __global__ void __launch_bounds__(kThreads) group_quant_kernel(const GroupQuantParams p) {
+  cuda::pdl_wait();  // launched by launch_pdl (core/cuda/pdl.cuh)
+  cuda::pdl_allow_dependents();
   constexpr int kElems = 64 / int(sizeof(T));
   constexpr int kLanes = kGroup / kElems;
   static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a power-of-two lane count");
@@ -339,6 +348,8 @@ __global__ void __launch_bounds__(kThreads) group_quant_kernel(const GroupQuantP
 // Any group size and alignment: a warp per group, two passes over it, element by element.
 template <typename T, typename F>
 __global__ void __launch_bounds__(kThreads) group_quant_generic_kernel(const GroupQuantParams p) {
+  cuda::pdl_wait();  // launched by launch_pdl (core/cuda/pdl.cuh)
+  cuda::pdl_allow_dependents();
   const T* in = static_cast<const T*>(p.in);
   const int lane = threadIdx.x % 32;
   const int64_t groups = p.rows * p.groups_per_row;
