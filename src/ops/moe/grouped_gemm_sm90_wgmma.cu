@@ -12,7 +12,7 @@
 // tokens of one moe_align block are its N (kBT = block_m = 16, 64 or 128), so a decode block of a
 // few tokens wastes no weight bandwidth and little tensor-core time. CTA = kWG consumer
 // warpgroups (64 * kWG weight rows x kBT sorted positions of one expert) + one producer warpgroup.
-// Persistent: as many CTAs as are resident at once walk the tiles (skipping those of blocks past
+// Persistent: as many CTAs as are resident at once walk the tiles of the blocks in use (read from
 // num_post_pad), and the stage ring runs on across tiles, so the producer loads the next tile while
 // the consumers store the last (a decode GEMM2's tile is only a few K tiles: Qwen3-30B-A3B's 6).
 // Launched with programmatic dependent launch (core/cuda/pdl.cuh): the first tile's first two weight
@@ -163,11 +163,13 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   // The tiles (token block, weight tile[, split]), walked by a grid-stride loop. Raster: groups of kRasterGroup token blocks walk all weight tiles together, so the CTAs
   // in flight share a few token blocks (L2-resident) and read each weight tile from memory ~once.
   // Split K: the tiles repeat per split.
-  // Tiles of blocks past num_post_pad are skipped; the raster is laid over the host's bound on the
-  // blocks, so that a tile's expert is read without waiting for num_post_pad.
-  const int64_t n_tiles = (g.n + T::kRowsW - 1) / T::kRowsW, blocks = g.grid_m_blocks;
+  // Only the blocks in use (num_post_pad) are walked: a raster over the host's bound on them, with
+  // the unused tiles skipped, left whole CTAs idle (with 264 CTAs and 3 blocks of which 2 in use,
+  // every third CTA had only unused tiles: Mixtral-8x7B's block-scaled GEMM1 at M = 1 took 95 us, not 72).
+  const int64_t n_tiles = (g.n + T::kRowsW - 1) / T::kRowsW;
+  const int64_t blocks_in_use = (int64_t(*g.num_post_pad) + kBT - 1) / kBT;
+  const int64_t blocks = blocks_in_use < g.grid_m_blocks ? blocks_in_use : g.grid_m_blocks;
   const int64_t tiles = blocks * n_tiles, total = kSplit ? tiles * g.k_splits : tiles;
-  const int64_t used = *g.num_post_pad;  // positions in use
   const int all_k_tiles = int((g.k + kBK - 1) / kBK);
   const int split_tiles = kSplit ? (all_k_tiles + int(g.k_splits) - 1) / int(g.k_splits) : all_k_tiles;
   const int64_t kb_count = kBlock ? (g.k + g.block_k - 1) / g.block_k : 1;
@@ -190,7 +192,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     const int64_t token_block = group * kRasterGroup + in_group % group_rows;
     t.pos0 = token_block * kBT;
     t.n0 = (in_group / group_rows) * T::kRowsW;
-    t.expert = g.expert_ids[token_block];  // block_m == kBT (read past `used` too: expert_ids holds `blocks`)
+    t.expert = g.expert_ids[token_block];  // block_m == kBT
     t.kt0 = t.split * split_tiles;
     t.num_k_tiles = t.kt0 >= all_k_tiles ? 0 : (all_k_tiles - t.kt0 < split_tiles ? all_k_tiles - t.kt0 : split_tiles);
     return t;
@@ -219,7 +221,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     int early = 0;  // K tiles of the first tile whose weight tiles are on their way
     if (int64_t(blockIdx.x) < total) {
       const Tile t = tile_at(blockIdx.x);
-      early = t.pos0 >= used || t.expert < 0 ? 0 : (t.num_k_tiles < kEarlyStages ? t.num_k_tiles : kEarlyStages);
+      early = t.expert < 0 ? 0 : (t.num_k_tiles < kEarlyStages ? t.num_k_tiles : kEarlyStages);
       for (int kt = 0; kt < early && p == 0; ++kt) {
         const uint32_t full = smem_u32(&s_full[kt]);
         cuda::mbarrier_arrive_expect_tx(full, T::kWeightBytes);
@@ -236,7 +238,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
 #pragma unroll
       for (int j = 0; j < kRows; ++j) slots[j] = slot_at(t.pos0 + p / 8 + 16 * j);
       const int64_t slot_p = kBlock && p < kBT ? slot_at(t.pos0 + p) : -1;
-      if (t.pos0 >= used || t.expert < 0) continue;  // not in use, or zeros stored by the consumers
+      if (t.expert < 0) continue;  // zeros, stored by the consumers
       const uint8_t* t_src[kRows];
       uint32_t t_ok = 0;
 #pragma unroll
@@ -287,7 +289,6 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   uint32_t it = 0;  // K tiles consumed so far, from stage it % kS
   for (int64_t lin = blockIdx.x; lin < total; lin += gridDim.x) {
     const Tile t = tile_at(lin);
-    if (t.pos0 >= used) continue;
     // The epilogue's slots (lane t: position q kChunk + t), routed weights and scales, read now so
     // that their latency passes during the K loop (decode's short tiles; 128-token tiles have no
     // registers to spare and long K loops).
