@@ -160,12 +160,12 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   }
   __syncthreads();
 
-  // The tiles (token block, weight tile[, split]), walked by a grid-stride loop. Raster: groups of kRasterGroup token blocks walk all weight tiles together, so the CTAs
-  // in flight share a few token blocks (L2-resident) and read each weight tile from memory ~once.
-  // Split K: the tiles repeat per split.
-  // Only the blocks in use (num_post_pad) are walked: a raster over the host's bound on them, with
-  // the unused tiles skipped, left whole CTAs idle (with 264 CTAs and 3 blocks of which 2 in use,
-  // every third CTA had only unused tiles: Mixtral-8x7B's block-scaled GEMM1 at M = 1 took 95 us, not 72).
+  // The tiles (token block, weight tile[, split]) of the blocks in use (num_post_pad), walked by a
+  // grid-stride loop. Raster: groups of kRasterGroup token blocks walk all weight tiles together,
+  // so the CTAs in flight share a few token blocks (L2-resident) and read each weight tile from
+  // memory ~once. Split K: the tiles repeat per split. A raster over the host's bound on the blocks
+  // with the unused tiles skipped left whole CTAs idle (264 CTAs, 3 blocks of which 2 in use: every
+  // third CTA had only unused tiles; Mixtral-8x7B's block-scaled GEMM1 at M = 1 took 95 us, not 72).
   const int64_t n_tiles = (g.n + T::kRowsW - 1) / T::kRowsW;
   const int64_t blocks_in_use = (int64_t(*g.num_post_pad) + kBT - 1) / kBT;
   const int64_t blocks = blocks_in_use < g.grid_m_blocks ? blocks_in_use : g.grid_m_blocks;
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     const int64_t tile = kSplit ? lin % tiles : lin;
     t.split = kSplit ? int(lin / tiles) : 0;
     const int64_t group = tile / (kRasterGroup * n_tiles), in_group = tile % (kRasterGroup * n_tiles);
-    const int64_t group_rows = blocks - group * kRasterGroup < kRasterGroup ? blocks - group * kRasterGroup : kRasterGroup;
+    const int64_t left = blocks - group * kRasterGroup, group_rows = left < kRasterGroup ? left : kRasterGroup;
     const int64_t token_block = group * kRasterGroup + in_group % group_rows;
     t.pos0 = token_block * kBT;
     t.n0 = (in_group / group_rows) * T::kRowsW;
@@ -225,7 +225,8 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
       for (int kt = 0; kt < early && p == 0; ++kt) {
         const uint32_t full = smem_u32(&s_full[kt]);
         cuda::mbarrier_arrive_expect_tx(full, T::kWeightBytes);
-        cuda::tma_load_3d(smem_base + kt * T::kStageBytes, &w_map, int32_t(int64_t(t.kt0 + kt) * kBK), int32_t(t.n0), t.expert, full);
+        cuda::tma_load_3d(smem_base + kt * T::kStageBytes, &w_map, int32_t(int64_t(t.kt0 + kt) * kBK), int32_t(t.n0),
+                          t.expert, full);
       }
     }
     cuda::pdl_wait();
@@ -267,7 +268,8 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
         if constexpr (kBlock) {
           if (p < kBT) {
             const uint32_t kb = uint32_t(t.kt0 + kt) / tiles_per_kb;
-            cuda::cp_async4(smem_u32(&s_ascale[stage][p]), as_src != nullptr ? as_src + kb : g.a_scale, as_src != nullptr);
+            const bool ok = as_src != nullptr;
+            cuda::cp_async4(smem_u32(&s_ascale[stage][p]), ok ? as_src + kb : g.a_scale, ok);
           }
         }
         cuda::cp_async_mbarrier_arrive(full);
@@ -295,7 +297,9 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
     constexpr bool kEarlySlots = kBT <= 64;
     constexpr int kChunks = kBT / T::kChunk, kEarly = kEarlySlots ? kChunks : 1;
     auto epilogue_slot = [&](int q) { return lane < T::kChunk ? slot_at(t.pos0 + q * T::kChunk + lane) : int64_t(-1); };
-    auto routed_weight = [&](int64_t slot) { return g.slot_weight != nullptr && slot >= 0 ? g.slot_weight[slot] : 1.0f; };
+    auto routed_weight = [&](int64_t slot) {
+      return g.slot_weight != nullptr && slot >= 0 ? g.slot_weight[slot] : 1.0f;
+    };
     int64_t e_slot[kEarly];
 #pragma unroll
     for (int q = 0; q < kEarly; ++q) e_slot[q] = kEarlySlots ? epilogue_slot(q) : -1;
