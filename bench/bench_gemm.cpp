@@ -40,7 +40,7 @@ struct Cli {
                "  M default: 1,16,64,128,512,2048,8192. Shapes: NxK pairs or models llama3-8b, llama3-70b, "
                "deepseek-v3\n"
                "  (default: all eleven of PERF_TARGETS). Scalings: per_tensor, per_token_channel, block, bf16,\n"
-               "  weight_only, weight_only_block (default: all; the weight-only ones at M <= 64).\n"
+               "  weight_only, weight_only_block (default: all).\n"
                "  --filter keeps cases whose \"SCALING NxK M=m\" contains TEXT.\n"
                "  --block-act-scales: the block case's activation scales from per_token_group_quant, column-major\n"
                "  with each column padded to a multiple of 4 rows (tma, default) or unpadded (colmajor).\n"

@@ -313,9 +313,6 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
         const std::string key = kScalings[s].key;
         if (std::find(config.scalings.begin(), config.scalings.end(), key) == config.scalings.end()) continue;
         if (!config.filter.empty() && case_name(key, shape, m).find(config.filter) == std::string::npos) continue;
-        // Weight-only FP8 serves GPUs without FP8 tensor cores; on the H200 its decode sizes are what
-        // PERF_TARGETS judges (>= 1.7x the BF16 GEMM), and its CUDA-core prefill path is slow.
-        if (is_weight_only(key) && m > kWeightOnlyMaxM) continue;
         wanted.push_back(s);
         (key == "bf16" ? need_bf16 : need_fp8) = true;
       }

@@ -30,7 +30,7 @@ const std::vector<int64_t>& default_ms();
 //                      per_token_group_quant writes them) x 128 x 128 weight blocks, bf16 out
 //   bf16               bf16 x bf16 -> bf16 through cuBLASLt (f32 accumulation): the physical reference
 //   weight_only        weight_only_mm: bf16 activations x e4m3 weights with per-channel scales, bf16
-//                      out, at M <= kWeightOnlyMaxM (compared with bf16 by gemm_report.py)
+//                      out (compared with bf16 by gemm_report.py; PERF_TARGETS judges M <= 16)
 const std::vector<std::string>& all_scalings();
 
 // Absolute targets of PERF_TARGETS.md that one binary can judge (the ratios to torch are judged
@@ -41,7 +41,6 @@ constexpr double kLargeTargetTflops = 1450.0;  // M >= 2048 on weights >= kLarge
 constexpr int64_t kLargeMinM = 2048;
 constexpr double kDecodeTargetPctCopy = 85.0;  // weight bytes / time, M <= 16, weights >= 32 MiB
 constexpr int64_t kDecodeMaxM = 16;
-constexpr int64_t kWeightOnlyMaxM = 64;
 constexpr double kLargeWeightBytes = 32.0 * 1024 * 1024;
 
 struct GemmCaseResult {

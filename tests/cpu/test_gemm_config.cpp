@@ -244,3 +244,44 @@ TEST(GemmConfig, DescribeReadsTheArgs) {
 
 }  // namespace
 }  // namespace fp8kit::ops
+
+namespace fp8kit::ops {
+namespace {
+
+TEST(GemmConfig, WeightOnlyTiledPlanCoversKWithNoEmptySplit) {
+  for (int sms : {1, 78, 108, 132}) {
+    for (int64_t m : {1, 64, 65, 128, 512, 4096}) {
+      for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+               {4096, 4096}, {2112, 7168}, {57344, 8192}, {4096, 14336}, {129, 48}, {1, 16}, {300, 4128}}) {
+        const WeightOnlyTiledPlan p = plan_weight_only_tiled(m, n, k, sms);
+        const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " on " +
+                                 std::to_string(sms);
+        EXPECT_EQ(p.tiles, ((m + 127) / 128) * ((n + 127) / 128)) << what;
+        EXPECT_EQ(p.k_tiles, (k + 31) / 32) << what;
+        EXPECT_GE(p.splits, 1) << what;
+        EXPECT_GE(p.splits * p.k_tiles_per_split, p.k_tiles) << what;       // every K tile covered
+        EXPECT_LT((p.splits - 1) * p.k_tiles_per_split, p.k_tiles) << what;  // the last split is not empty
+        if (p.splits > 1) {
+          EXPECT_LT(p.tiles, sms) << what;  // only when the tiles leave multiprocessors idle
+          EXPECT_GE(p.k_tiles_per_split, kWeightOnlyMinKTilesPerSplit) << what;
+          EXPECT_LE(p.tiles * p.splits, int64_t(sms) * kWeightOnlyCtasPerSm + p.tiles) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmConfig, WeightOnlyTiledPlanSplitsToAboutTwoCtasPerSm) {
+  // 32 tiles of a 4096 x 4096 weight at M = 128 on 132 SMs: 9 splits of 15 K tiles (288 CTAs).
+  const WeightOnlyTiledPlan p = plan_weight_only_tiled(128, 4096, 4096, 132);
+  EXPECT_EQ(p.tiles, 32);
+  EXPECT_EQ(p.splits, 9);
+  EXPECT_EQ(p.k_tiles_per_split, 15);
+  // Enough tiles: no split. Short K: at most K / 256 splits.
+  EXPECT_EQ(plan_weight_only_tiled(2048, 4096, 4096, 132).splits, 1);
+  EXPECT_EQ(plan_weight_only_tiled(128, 4096, 512, 132).splits, 2);
+  EXPECT_EQ(plan_weight_only_tiled(128, 4096, 128, 132).splits, 1);
+}
+
+}  // namespace
+}  // namespace fp8kit::ops

@@ -1,6 +1,8 @@
 // weight_only_mm on the GPU against the CPU reference: every weight scaling, both activation
-// dtypes, bias, ragged shapes, poisoned outputs; the tensor-core kernel (M <= 64, the default),
-// and with FP8KIT_WEIGHT_ONLY_GEMM=cuda_core the CUDA-core decode (M <= 8) and generic kernels.
+// dtypes, bias, ragged shapes, poisoned outputs; the default kernels (decode M = 1, streaming
+// tensor-core M <= 32, tiled M > 32, K split where its tiles are few), the tiled kernel at every M
+// (FP8KIT_WEIGHT_ONLY_GEMM=tiled), and with
+// FP8KIT_WEIGHT_ONLY_GEMM=cuda_core the CUDA-core decode (M <= 8) and generic kernels.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -23,14 +25,19 @@ void check_against_reference(const char* kernels) {
              // decode kernel (M <= 8, K % 16 == 0): ragged N, K tails of its 2048-wide steps
              {1, 4096, 4096}, {2, 200, 2064}, {3, 33, 16}, {5, 1000, 1536}, {8, 129, 4112},
              // tensor-core kernel: 2, 4 and 8 token tiles, K slices of uneven length, N tails
-             {16, 256, 640}, {33, 130, 2048}, {20, 64, 128}}) {
+             {16, 256, 640}, {33, 130, 2048}, {20, 64, 128},
+             // tiled kernel (M > 32): row and column tails, odd N (single stores), K tails of its
+             // 32-wide tiles, several tiles each way, K split in 4 and 8
+             {65, 129, 336}, {200, 520, 1040}, {300, 257, 2064}}) {
       Tensor x = Tensor::empty({m, k}, act);
       for (int64_t i = 0; i < m * k; ++i) {
         if (act == DType::kBF16) x.data<BFloat16>()[i] = float_to_bf16(nd(rng));
         else x.data<Float16>()[i] = float_to_f16(nd(rng));
       }
       const Tensor w = random_e4m3(n, k, rng);
-      for (int scaling = 0; scaling < 3; ++scaling) {
+      // Scaling 3: 16 x 64 blocks, which the tiled kernel does not take (block_n % 32 != 0): the
+      // streaming kernel up to 64 rows, the generic one above.
+      for (int scaling = 0; scaling < 4; ++scaling) {
         ops::WeightOnlyMmOptions o;
         Tensor scale;
         if (scaling == 0) scale = random_scales({}, rng);
@@ -38,6 +45,10 @@ void check_against_reference(const char* kernels) {
         if (scaling == 2) {
           scale = random_scales({(n + 127) / 128, (k + 127) / 128}, rng);
           o.block = std::make_pair(128, 128);
+        }
+        if (scaling == 3) {
+          scale = random_scales({(n + 15) / 16, (k + 63) / 64}, rng);
+          o.block = std::make_pair(16, 64);
         }
         Tensor bias = Tensor::empty({n}, act);
         for (int64_t j = 0; j < n; ++j) {
@@ -65,6 +76,22 @@ void check_against_reference(const char* kernels) {
 }
 
 TEST(WeightOnlyCuda, MatchesTheReference) { check_against_reference("default"); }
+
+TEST(WeightOnlyCuda, TiledKernelMatchesTheReferenceAtEveryM) {
+  setenv("FP8KIT_WEIGHT_ONLY_GEMM", "tiled", 1);
+  check_against_reference("tiled");
+  unsetenv("FP8KIT_WEIGHT_ONLY_GEMM");
+}
+
+TEST(WeightOnlyCuda, UnknownKernelChoiceIsAnError) {
+  setenv("FP8KIT_WEIGHT_ONLY_GEMM", "fast", 1);
+  const Device gpu = Device::cuda(0);
+  const Tensor x = Tensor::zeros({2, 16}, DType::kBF16, gpu);
+  const Tensor w = Tensor::zeros({16, 16}, DType::kE4M3FN, gpu);
+  const Tensor scale = Tensor::scalar_f32(1.0f).to(gpu);
+  EXPECT_THROW(ops::weight_only_mm(x, w, scale, {}), Error);
+  unsetenv("FP8KIT_WEIGHT_ONLY_GEMM");
+}
 
 TEST(WeightOnlyCuda, CudaCoreKernelsMatchTheReference) {
   setenv("FP8KIT_WEIGHT_ONLY_GEMM", "cuda_core", 1);

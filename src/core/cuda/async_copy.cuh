@@ -1,5 +1,5 @@
 // Asynchronous copies between global and shared memory and the mbarriers that track them (sm_90):
-// cp.async (16- and 4-byte, zero-filling), TMA tile loads and stores (cp.async.bulk.tensor),
+// cp.async (16- and 4-byte, zero-filling, sm_80+), TMA tile loads and stores (cp.async.bulk.tensor),
 // mbarrier waits.
 // PTX ISA sections "cp.async", "cp.async.bulk.tensor", "mbarrier".
 #pragma once
@@ -19,6 +19,12 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool va
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most kPending of this thread's committed cp.async groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {

@@ -128,6 +128,20 @@ DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms) {
   return p;
 }
 
+WeightOnlyTiledPlan plan_weight_only_tiled(int64_t m, int64_t n, int64_t k, int num_sms) {
+  WeightOnlyTiledPlan p;
+  p.tiles = ceil_div(m, kWeightOnlyTileM) * ceil_div(n, kWeightOnlyTileN);
+  p.k_tiles = ceil_div(k, kWeightOnlyTileK);
+  p.k_tiles_per_split = p.k_tiles;
+  const int64_t sms = std::max(num_sms, 1);
+  if (p.tiles >= sms || p.tiles == 0) return p;
+  const int64_t wanted = ceil_div(sms * kWeightOnlyCtasPerSm, p.tiles);
+  const int64_t most = std::max<int64_t>(p.k_tiles / kWeightOnlyMinKTilesPerSplit, 1);
+  p.k_tiles_per_split = ceil_div(p.k_tiles, std::min(wanted, most));
+  p.splits = ceil_div(p.k_tiles, p.k_tiles_per_split);  // no empty split
+  return p;
+}
+
 WgmmaGemmPlan plan_wgmma_gemm(int64_t m, int64_t n, int num_sms, bool fast_accum) {
   WgmmaGemmPlan p;
   p.tile_n = fast_accum ? 256 : 128;

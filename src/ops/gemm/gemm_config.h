@@ -99,4 +99,23 @@ struct DecodeGemmPlan {
 // partials written and read back and the reduction kernel's launch.
 DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms);
 
+// weight_only_mm's tiled tensor-core kernel (weight_only_tiled.cu): 128 x 128 output tiles, K in
+// tiles of 32, two CTAs a multiprocessor.
+inline constexpr int64_t kWeightOnlyTileM = 128, kWeightOnlyTileN = 128, kWeightOnlyTileK = 32;
+inline constexpr int kWeightOnlyCtasPerSm = 2;
+inline constexpr int64_t kWeightOnlyMinKTilesPerSplit = 8;
+
+struct WeightOnlyTiledPlan {
+  int64_t tiles = 0;              // grid.x: output tiles
+  int64_t k_tiles = 0;            // ceil(K / kWeightOnlyTileK)
+  int64_t splits = 1;             // grid.y: K ranges, none empty
+  int64_t k_tiles_per_split = 0;  // split s covers K tiles [s * k_tiles_per_split, ...)
+};
+
+// K splits only when the output tiles cannot give every multiprocessor a CTA: then about
+// kWeightOnlyCtasPerSm CTAs a multiprocessor, each at least kWeightOnlyMinKTilesPerSplit K tiles
+// (a lone CTA a multiprocessor runs latency-bound, and the f32 partials cost a write and a read
+// of M x N x 4 bytes a split).
+WeightOnlyTiledPlan plan_weight_only_tiled(int64_t m, int64_t n, int64_t k, int num_sms);
+
 }  // namespace fp8kit::ops

@@ -45,6 +45,7 @@
 
 #include <algorithm>
 
+#include "core/cuda/async_copy.cuh"
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/half.h"
 #include "fp8kit/tensor.h"
@@ -93,8 +94,6 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0)
                : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 // 4 e4m3 -> 2 f16x2 words: bytes 0, 1 -> .x and bytes 2, 3 -> .y. Weights and activations both
 // go through it, which is what ties their k order together (see the header).
@@ -195,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, DecodeTraits<G>::kMinBlocks)
         if (e < kSb) cp_async4(raw_sb + e, src, valid);
       }
     }
-    cp_async_commit();
+    cuda::cp_async_commit();
   };
 
   // raw -> act: lane (g, t) of a warp unpacks exactly the piece that lane (g, t) reads as B.
@@ -329,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, DecodeTraits<G>::kMinBlocks)
         if (warp_active && c + S - 1 < num_chunks) load_chunk(c + S - 1, w[(s + S - 1) % S]);
         if (c % T::kSlabChunks == 0) {  // the same c in every thread: the barriers are uniform
           const int slab = c / T::kSlabChunks;
-          cp_async_wait_all();
+          cuda::cp_async_wait_group<0>();
           __syncthreads();  // slab landed everywhere; every warp is done with the previous act
           unpack_slab();
           __syncthreads();  // act ready; raw free again

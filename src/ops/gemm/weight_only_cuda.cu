@@ -1,9 +1,10 @@
 // weight_only_mm on CUDA cores: 16 x 16 outputs per block, weights dequantized into shared memory
 // with the reference's rounding (decode * scale in float), float accumulation, the reference's
 // epilogue. Runs on every architecture (sm_80 has no FP8 tensor cores). Correct for any shape;
-// 2 <= M <= 64 goes to the tensor-core kernel of weight_only_mma.cu where it serves, M = 1 to the
-// CUDA-core weight-streaming kernel of weight_only_decode.cu (then to the tensor-core kernel).
-// FP8KIT_WEIGHT_ONLY_GEMM=cuda_core keeps the CUDA-core kernels (tests, benchmarks).
+// the tensor-core kernels take what they serve: M > 32 the tiled kernel of weight_only_tiled.cu,
+// 2 <= M <= 32 the weight-streaming one of weight_only_mma.cu, M = 1 the CUDA-core decode kernel
+// of weight_only_decode.cu. FP8KIT_WEIGHT_ONLY_GEMM=cuda_core keeps the CUDA-core kernels, =tiled
+// takes the tiled kernel at every M (tests, benchmarks).
 #include <cstdlib>
 #include <string_view>
 
@@ -13,6 +14,7 @@
 #include "ops/gemm/weight_only_cuda.h"
 #include "ops/gemm/weight_only_decode.h"
 #include "ops/gemm/weight_only_mma.h"
+#include "ops/gemm/weight_only_tiled.h"
 
 namespace fp8kit::ops {
 namespace {
@@ -65,10 +67,18 @@ __global__ void weight_only_kernel(const WeightOnlyMmArgs args) {
 
 void weight_only_mm_cuda(const WeightOnlyMmArgs& args, Stream stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream.handle);
-  const char* forced = std::getenv("FP8KIT_WEIGHT_ONLY_GEMM");
-  const bool cuda_core = forced != nullptr && std::string_view(forced) == "cuda_core";
+  const char* forced_env = std::getenv("FP8KIT_WEIGHT_ONLY_GEMM");
+  const std::string_view forced = forced_env != nullptr ? forced_env : "";  // checked by weight_only_mm
+  const bool cuda_core = forced == "cuda_core";
   int device = 0;
   FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
+  // From 33 rows the tiled kernel (K split when its tiles are few) beats the streaming one, whose
+  // token tiles re-read the activations for every 16 weight rows (H200: 1.0-1.6x at M = 64,
+  // 0.6-1.1x at M = 32).
+  if (!cuda_core && (args.m >= kWeightOnlyTiledMinM || forced == "tiled") && weight_only_tiled_serves(args, device)) {
+    weight_only_tiled_cuda(args, s);
+    return;
+  }
   // One row streams faster through the CUDA-core decode kernel on large weights (measured on the
   // H200: 1.73x vs 1.27x a BF16 GEMM at 57344 x 8192); from two rows the tensor cores win.
   const bool mma = !cuda_core && weight_only_mma_serves(args, device);

@@ -19,10 +19,7 @@
 // hold k0 + 16 t + 4 s + {0, 1, 2, 3}. Any permutation of K applied to both operands leaves the
 // sum unchanged, so this one lets every lane use whole 16-byte loads.
 //
-// FP8 -> 16-bit without FP8 hardware (sm_80): e4m3 bits s.eeee.mmm placed as bf16 s.0eeee.mmm0000
-// (or f16 s.0eeee.mmm0000000) are the value times 2^-120 (2^-8); one exact multiply by 2^120 (2^8)
-// restores it, subnormals included. The NaN codes (0x7f, 0xff), which fp8kit's quantizers never
-// write, read as +-480 here (vLLM's Marlin conversion does the same).
+// FP8 -> 16-bit: w8a16_mma.cuh.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -30,22 +27,18 @@
 
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/half.h"
+#include "ops/gemm/w8a16_mma.cuh"
 #include "ops/gemm/weight_only_mma.h"
 
 namespace fp8kit::ops {
 namespace {
 
+using w8a16::Bf16Tag;
+using w8a16::F16Tag;
+using w8a16::mma16816;
+using w8a16::widen_pair;
+
 constexpr int kWarps = 8, kChunk = 64, kAhead = 1;  // 4 measured slower (registers)
-
-struct Bf16Tag {
-  static constexpr bool kIsBf16 = true;
-  using Storage = BFloat16;
-};
-struct F16Tag {
-  static constexpr bool kIsBf16 = false;
-  using Storage = Float16;
-};
-
 
 __device__ __forceinline__ uint4 load_streaming(const void* p) {
   uint4 v;
@@ -53,41 +46,6 @@ __device__ __forceinline__ uint4 load_streaming(const void* p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
-}
-
-// Bytes 0 and 1 of `word` (e4m3) -> a pair of bf16 / f16 in one 32-bit register (byte 0 low).
-template <typename Tag>
-__device__ __forceinline__ uint32_t widen_pair(uint32_t word, bool high) {
-  const uint32_t spread = __byte_perm(word, 0, high ? 0x4342 : 0x4140);  // b_lo | b_hi << 16
-  if constexpr (Tag::kIsBf16) {
-    const uint32_t bits = ((spread << 8) & 0x80008000u) | ((spread << 4) & 0x07F007F0u);
-    __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&bits);
-    v = __hmul2(v, __floats2bfloat162_rn(0x1p120f, 0x1p120f));
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const uint32_t bits = ((spread << 8) & 0x80008000u) | ((spread << 7) & 0x3F803F80u);
-    __half2 v = *reinterpret_cast<const __half2*>(&bits);
-    v = __hmul2(v, __floats2half2_rn(256.0f, 256.0f));
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-}
-
-template <typename Tag>
-__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (Tag::kIsBf16) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-#endif
 }
 
 template <typename Tag, int kTiles, bool kBlock>

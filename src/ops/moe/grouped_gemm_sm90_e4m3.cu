@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/cuda/async_copy.cuh"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_attributes.h"
 #include "fp8kit/half.h"
@@ -62,11 +63,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(_
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
                : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
@@ -191,13 +187,13 @@ __global__ void __launch_bounds__(GroupedTraits<BM>::kThreads)
 #pragma unroll
   for (int s = 0; s < kS - 1; ++s) {
     if (s < num_k_tiles) load_stage(s, s);
-    cp_async_commit();
+    cuda::cp_async_commit();
   }
   for (int kt = 0; kt < num_k_tiles; ++kt) {
-    cp_async_wait<kS - 2>();
+    cuda::cp_async_wait_group<kS - 2>();
     __syncthreads();  // tile kt landed for every thread; every warp is done with tile kt - 1's slot
     if (kt + kS - 1 < num_k_tiles) load_stage(kt + kS - 1, (kt + kS - 1) % kS);
-    cp_async_commit();
+    cuda::cp_async_commit();
 
     // Block scales of this tile's K block, fetched before the math when the block ends here.
     const bool promote = kBlock && ((kt + 1) % tiles_per_kb == 0 || kt + 1 == num_k_tiles);
@@ -274,7 +270,7 @@ __global__ void __launch_bounds__(GroupedTraits<BM>::kThreads)
       }
     }
   }
-  cp_async_wait<0>();  // no copy outlives the CTA
+  cuda::cp_async_wait_group<0>();  // no copy outlives the CTA
 
   const float a_scale = kBlock ? 1.0f : g.a_scale[0];
   const float b_scale = kBlock ? 1.0f : g.b_scale[expert];
