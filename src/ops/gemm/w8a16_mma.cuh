@@ -13,7 +13,9 @@
 
 #include <cstdint>
 
+#include "core/cuda/cuda_check.h"
 #include "fp8kit/half.h"
+#include "ops/gemm/gemm_args.h"
 
 namespace fp8kit::ops::w8a16 {
 
@@ -70,6 +72,26 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
   }
 #endif
+}
+
+// What the tensor-core W8A16 kernels ask of every problem: sm_80+, K a multiple of 16 (whole
+// 16-byte weight loads) and below 2^31, 16-byte aligned weight and activation rows.
+inline bool operands_ok(const WeightOnlyMmArgs& a, int device) {
+  int major = 0;
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return major >= 8 && a.m >= 1 && a.n >= 1 && a.k % 16 == 0 && a.k <= 0x7fffffff && a.ldw % 16 == 0 && aligned16(a.w) &&
+         a.ldx % 8 == 0 && aligned16(a.x);
+}
+
+// Calls launch(Bf16Tag{}) or launch(F16Tag{}) for the activation dtype.
+template <typename Launch>
+void with_act_tag(DType act_dtype, Launch&& launch) {
+  if (act_dtype == DType::kBF16) {
+    launch(Bf16Tag{});
+  } else {
+    launch(F16Tag{});
+  }
 }
 
 }  // namespace fp8kit::ops::w8a16

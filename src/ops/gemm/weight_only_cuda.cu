@@ -14,7 +14,6 @@
 #include "ops/gemm/weight_only_cuda.h"
 #include "ops/gemm/weight_only_decode.h"
 #include "ops/gemm/weight_only_mma.h"
-#include "ops/gemm/weight_only_tiled.h"
 
 namespace fp8kit::ops {
 namespace {

@@ -33,8 +33,6 @@
 namespace fp8kit::ops {
 namespace {
 
-using w8a16::Bf16Tag;
-using w8a16::F16Tag;
 using w8a16::mma16816;
 using w8a16::widen_pair;
 
@@ -188,20 +186,12 @@ void launch_scaling(const WeightOnlyMmArgs& a, cudaStream_t s) {
 }  // namespace
 
 bool weight_only_mma_serves(const WeightOnlyMmArgs& a, int device) {
-  int major = 0;
-  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return major >= 8 && a.m >= 1 && a.m <= kWeightOnlyMmaMaxM && a.k % 16 == 0 && a.ldw % 16 == 0 && aligned16(a.w) &&
-         a.ldx % 8 == 0 && aligned16(a.x) && a.n <= int64_t(16) * 0x7fffffff && a.k <= 0x7fffffff &&
+  return w8a16::operands_ok(a, device) && a.m <= kWeightOnlyMmaMaxM && a.n <= int64_t(16) * 0x7fffffff &&
          (a.scale_kind != ScaleKind::kBlock || (a.block_k % kChunk == 0 && a.block_n > 0));
 }
 
 void weight_only_mma_cuda(const WeightOnlyMmArgs& a, cudaStream_t s) {
-  if (a.act_dtype == DType::kBF16) {
-    launch_scaling<Bf16Tag>(a, s);
-  } else {
-    launch_scaling<F16Tag>(a, s);
-  }
+  w8a16::with_act_tag(a.act_dtype, [&](auto tag) { launch_scaling<decltype(tag)>(a, s); });
 }
 
 }  // namespace fp8kit::ops

@@ -31,15 +31,10 @@
 #include "fp8kit/tensor.h"
 #include "ops/gemm/gemm_config.h"
 #include "ops/gemm/w8a16_mma.cuh"
-#include "ops/gemm/weight_only_tiled.h"
+#include "ops/gemm/weight_only_mma.h"
 
 namespace fp8kit::ops {
 namespace {
-
-using w8a16::Bf16Tag;
-using w8a16::F16Tag;
-using w8a16::mma16816;
-using w8a16::widen_pair;
 
 constexpr int kBM = int(kWeightOnlyTileM), kBN = int(kWeightOnlyTileN), kBK = int(kWeightOnlyTileK);
 constexpr int kStages = 5, kThreads = 256;
@@ -128,8 +123,8 @@ __global__ void __launch_bounds__(kThreads, 2) weight_only_tiled_kernel(const We
     const int row = tid / 2, half = tid % 2;
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
-      const uint32_t w0 = widen_pair<Tag>(v[2 * u], false), w1 = widen_pair<Tag>(v[2 * u], true);
-      const uint32_t w2 = widen_pair<Tag>(v[2 * u + 1], false), w3 = widen_pair<Tag>(v[2 * u + 1], true);
+      const uint32_t w0 = w8a16::widen_pair<Tag>(v[2 * u], false), w1 = w8a16::widen_pair<Tag>(v[2 * u], true);
+      const uint32_t w2 = w8a16::widen_pair<Tag>(v[2 * u + 1], false), w3 = w8a16::widen_pair<Tag>(v[2 * u + 1], true);
       asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(wide + swizzled(row, 2 * half + u)), "r"(w0),
                    "r"(w1), "r"(w2), "r"(w3)
                    : "memory");
@@ -192,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 2) weight_only_tiled_kernel(const We
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j) {
           float(&d)[4] = kBlock ? part[j] : acc[i][j];
-          mma16816<Tag>(d, af[s][0], af[s][1], af[s][2], af[s][3], b[s][j / 2][2 * (j % 2)], b[s][j / 2][2 * (j % 2) + 1]);
+          w8a16::mma16816<Tag>(d, af[s][0], af[s][1], af[s][2], af[s][3], b[s][j / 2][2 * (j % 2)], b[s][j / 2][2 * (j % 2) + 1]);
         }
       }
       if constexpr (kBlock) {
@@ -289,21 +284,13 @@ void launch_scaling(const WeightOnlyMmArgs& a, cudaStream_t s) {
 }  // namespace
 
 bool weight_only_tiled_serves(const WeightOnlyMmArgs& a, int device) {
-  int major = 0;
-  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
-  return major >= 8 && a.m >= 1 && a.n >= 1 && a.k % 16 == 0 && a.ldw % 16 == 0 && aligned16(a.w) && a.ldx % 8 == 0 &&
-         aligned16(a.x) && tiles <= 0x7fffffff && a.k <= 0x7fffffff &&
+  return w8a16::operands_ok(a, device) && tiles <= 0x7fffffff &&
          (a.scale_kind != ScaleKind::kBlock || (a.block_k % kBK == 0 && a.block_n % kWarpN == 0 && a.block_n > 0));
 }
 
 void weight_only_tiled_cuda(const WeightOnlyMmArgs& a, cudaStream_t s) {
-  if (a.act_dtype == DType::kBF16) {
-    launch_scaling<Bf16Tag>(a, s);
-  } else {
-    launch_scaling<F16Tag>(a, s);
-  }
+  w8a16::with_act_tag(a.act_dtype, [&](auto tag) { launch_scaling<decltype(tag)>(a, s); });
 }
 
 }  // namespace fp8kit::ops
