@@ -7,7 +7,7 @@
 // and the touched experts' weight bytes / time against the copy ceiling of the same run; and the
 // first grouped GEMM alone (the kernel and block size fused_experts picks, inputs prepared once).
 // The torch peer (bench/peers/moe_torch.py) runs in the same gpu-check.
-//   bench_moe [[--json] PATH] [--m LIST] [--models LIST] [--scalings per_tensor,block] [--quick] [--no-graphs]
+//   bench_moe [[--json] PATH] [--m LIST] [--models LIST] [--scalings per_tensor,block,weight_only] [--quick] [--no-graphs]
 //             [--fast-accum]
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -69,7 +69,7 @@ std::vector<std::string> split(const std::string& s) {
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [[--json] PATH] [--m 1,16,64,256,512,1024,2048,4096] [--models mixtral-8x7b,qwen3-30b-a3b,deepseek-v3]\n"
-               "          [--scalings per_tensor,block] [--target-ms MS] [--quick] [--no-graphs] [--fast-accum]\n"
+               "          [--scalings per_tensor,block,weight_only] [--target-ms MS] [--quick] [--no-graphs] [--fast-accum]\n"
                "  JSON default: $FP8KIT_RESULTS_DIR/bench_moe.json, else ./gpu-results/bench_moe.json\n",
                argv0);
   std::exit(2);
@@ -256,11 +256,11 @@ Timing time_gemm1(const Model& model, const Weights& w, bool block, const Tensor
   return timer.time([&](int) { ops::run_grouped_gemm(g, kernel, 0, s); });
 }
 
-CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m, Timer& timer,
+CaseResult run_case(const Model& model, const Weights& w, bool block, bool weight_only, int64_t m, Timer& timer,
                     const CopyCeiling& copy, const Cli& cli, cudaStream_t s) {
   const bool graphs = cli.graphs;
   CaseResult r;
-  r.model = model.name, r.scaling = block ? "block" : "per_tensor";
+  r.model = model.name, r.scaling = weight_only ? "weight_only" : block ? "block" : "per_tensor";
   r.m = m, r.e = model.e, r.h = model.h, r.inter = model.inter, r.top_k = model.top_k;
   const Device gpu = Device::cuda(0);
   const Routing routing = make_routing(model, m, uint32_t(1000 + m));
@@ -268,7 +268,8 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m,
   Tensor x = Tensor::empty({m, model.h}, DType::kBF16, gpu);
   fill_random_bf16(x.data_ptr(), m, model.h, 77 + uint64_t(m), s);
   ops::FusedExpertsOptions o;
-  o.use_fp8_w8a8 = true;
+  o.use_fp8_w8a8 = !weight_only;
+  o.weight_only = weight_only;  // FP8 experts, bf16 activations (GPUs without FP8 tensor cores)
   o.fast_accum = cli.fast_accum;
   o.stream = Stream{s};
   if (block) {
@@ -308,9 +309,11 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, int64_t m,
   r.tflops = flops / (r.timing.median_us * 1e6);
   r.weight_gbps = bytes / (r.timing.median_us * 1e3);
   r.pct_copy = 100.0 * r.weight_gbps / copy.gbps;
-  r.gemm1_us = time_gemm1(model, w, block, x, routing, o.fast_accum, timer, s).median_us;
-  r.gemm1_tflops = 2.0 * double(m * model.top_k) * 2.0 * double(model.h) * double(model.inter) / (r.gemm1_us * 1e6);
-  r.gemm1_gbps = double(r.touched) * 2.0 * double(model.h) * double(model.inter) / (r.gemm1_us * 1e3);
+  if (!weight_only) {  // GEMM1 alone: the FP8 grouped GEMM
+    r.gemm1_us = time_gemm1(model, w, block, x, routing, o.fast_accum, timer, s).median_us;
+    r.gemm1_tflops = 2.0 * double(m * model.top_k) * 2.0 * double(model.h) * double(model.inter) / (r.gemm1_us * 1e6);
+    r.gemm1_gbps = double(r.touched) * 2.0 * double(model.h) * double(model.inter) / (r.gemm1_us * 1e3);
+  }
 
   if (graphs && m <= 64) {  // capture one call (after the warm-up above) and time its replays
     try {
@@ -387,11 +390,11 @@ int main(int argc, char** argv) {
       if (std::find(cli.models.begin(), cli.models.end(), model.name) == cli.models.end()) continue;
       const Weights w = make_weights(model, stream);
       for (const std::string& scaling : cli.scalings) {
-        const bool block = scaling == "block";
-        if (!block && (scaling != "per_tensor" || !model.per_tensor)) continue;
+        const bool block = scaling == "block", weight_only = scaling == "weight_only";
+        if (!block && ((scaling != "per_tensor" && !weight_only) || !model.per_tensor)) continue;
         for (const int64_t m : cli.ms) {
           try {
-            results.push_back(run_case(model, w, block, m, timer, copy, cli, stream));
+            results.push_back(run_case(model, w, block, weight_only, m, timer, copy, cli, stream));
           } catch (const std::exception& e) {
             CaseResult r;
             r.model = model.name, r.scaling = scaling, r.m = m, r.error = e.what(), r.verify_ok = false;

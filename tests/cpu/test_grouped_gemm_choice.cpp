@@ -17,17 +17,19 @@ TEST(GroupedGemmChoice, KernelByDeviceAndQuantization) {
   EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 100, nullptr), GroupedKernel::kMma);  // no wgmma
   EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 86, nullptr), GroupedKernel::kSimt);  // no FP8 MMA
   EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 80, nullptr), GroupedKernel::kSimt);
-  for (const int sm : {80, 89, 90}) {
-    EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kWeightOnly, sm, nullptr), GroupedKernel::kSimt) << sm;
+  for (const int sm : {80, 86, 89, 90}) {
+    EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kWeightOnly, sm, nullptr), GroupedKernel::kW8A16) << sm;
     EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kUnquantized, sm, nullptr), GroupedKernel::kSimt) << sm;
   }
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kWeightOnly, 75, nullptr), GroupedKernel::kSimt);  // no bf16 MMA
 }
 
 TEST(GroupedGemmChoice, ForcedKernels) {
   EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 90, "mma"), GroupedKernel::kMma);
   EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 90, "simt"), GroupedKernel::kSimt);
   EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kFp8W8A8, 80, "mma"), GroupedKernel::kSimt);  // no FP8 MMA there
-  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kWeightOnly, 90, "mma"), GroupedKernel::kSimt);
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kWeightOnly, 90, "mma"), GroupedKernel::kW8A16);  // FP8 only
+  EXPECT_EQ(choose_grouped_kernel(ExpertQuant::kWeightOnly, 90, "simt"), GroupedKernel::kSimt);
   try {
     choose_grouped_kernel(ExpertQuant::kFp8W8A8, 90, "wgmma");
     ADD_FAILURE() << "an unknown FP8KIT_MOE_GEMM value was accepted";
@@ -52,6 +54,9 @@ TEST(GroupedGemmChoice, BlockGrowsWithTokensPerExpert) {
     EXPECT_EQ(choose_grouped_block_m(32 * 64 + 1, 64, k, nullptr), 64);
     EXPECT_EQ(choose_grouped_block_m(1 << 20, 8, k, ""), 64);
   }
+  // The weight-only tensor-core kernel: 128-row tiles of one expert, whatever the tokens.
+  EXPECT_EQ(choose_grouped_block_m(2, 256, GroupedKernel::kW8A16, nullptr), 128);
+  EXPECT_EQ(choose_grouped_block_m(1 << 20, 8, GroupedKernel::kW8A16, nullptr), 128);
 }
 
 TEST(GroupedGemmChoice, ForcedBlocks) {

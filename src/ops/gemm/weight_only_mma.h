@@ -20,4 +20,21 @@ void weight_only_mma_cuda(const WeightOnlyMmArgs& args, cudaStream_t stream);
 bool weight_only_tiled_serves(const WeightOnlyMmArgs& args, int device);
 void weight_only_tiled_cuda(const WeightOnlyMmArgs& args, cudaStream_t stream);
 
+// The tiled kernel on the fused MoE's sorted rows (its grouped GEMMs with FP8 expert weights and
+// 16-bit activations): args.m sorted positions in blocks of kWeightOnlyTileM rows, each block one
+// expert's; position p holds slot sorted_ids[p] (padding: >= num_slots), whose activation row is
+// slot / a_slots_per_row of args.x and whose output row is slot of args.out. args.w and
+// args.scale are expert 0's; expert e's are w_expert_stride and scale_expert_stride elements on.
+// Epilogue: fl32(scaled sum) times the slot's routed weight when slot_weight is set; an expert
+// of -1 (another rank's) writes zeros.
+struct W8A16SortedRows {
+  const int32_t* sorted_ids = nullptr;
+  const int32_t* expert_ids = nullptr;    // [positions / kWeightOnlyTileM]
+  const int32_t* num_post_pad = nullptr;  // [1] positions in use
+  int64_t num_slots = 0, a_slots_per_row = 1;
+  int64_t w_expert_stride = 0, scale_expert_stride = 0;
+  const float* slot_weight = nullptr;
+};
+void weight_only_tiled_sorted_cuda(const WeightOnlyMmArgs& args, const W8A16SortedRows& rows, cudaStream_t stream);
+
 }  // namespace fp8kit::ops

@@ -66,8 +66,9 @@ __device__ __forceinline__ void store_pair(T* out, int64_t n, int64_t cols, floa
   }
 }
 
-template <typename Tag, bool kBlock>
-__global__ void __launch_bounds__(kThreads, 2) weight_only_tiled_kernel(const WeightOnlyMmArgs a, int k_tiles_per_split, float* partials) {
+template <typename Tag, bool kBlock, bool kSorted>
+__global__ void __launch_bounds__(kThreads, 2)
+    weight_only_tiled_kernel(const WeightOnlyMmArgs a, const W8A16SortedRows sorted, int k_tiles_per_split, float* partials) {
   using T = typename Tag::Storage;
   extern __shared__ uint4 smem_raw[];
   const uint32_t smem = cuda::smem_u32(smem_raw);
@@ -80,10 +81,27 @@ __global__ void __launch_bounds__(kThreads, 2) weight_only_tiled_kernel(const We
   const uint32_t first = group * kGroupM, rows = m_tiles - first < kGroupM ? m_tiles - first : kGroupM;
   const int64_t m0 = int64_t(first + in_group % rows) * kBM, n0 = int64_t(in_group / rows) * kBN;
 
+  // Sorted (MoE): positions past those in use hold nothing; the tile's expert picks the weights
+  // and scales (another rank's expert: no main loop, zeros out).
+  const int64_t used = kSorted ? min(int64_t(*sorted.num_post_pad), a.m) : a.m;
+  if (m0 >= used) return;
+  const int expert = kSorted ? sorted.expert_ids[m0 / kBM] : 0;
+  const uint8_t* const w_base = a.w + (expert > 0 ? int64_t(expert) * sorted.w_expert_stride : 0);
+  const float* const scale = a.scale + (expert > 0 ? int64_t(expert) * sorted.scale_expert_stride : 0);
+  // The slot of tile row `row` (sorted), or the row itself; < 0: none.
+  auto slot_of = [&](int row) -> int64_t {
+    const int64_t p = m0 + row;
+    if constexpr (kSorted) {
+      const int64_t slot = p < used ? sorted.sorted_ids[p] : -1;
+      return slot >= 0 && slot < sorted.num_slots ? slot : -1;
+    }
+    return p < a.m ? p : -1;
+  };
+
   const T* x = static_cast<const T*>(a.x);
   // This CTA's K tiles (split blockIdx.y of K): [kt0, kt0 + k_tiles).
   const int kt0 = int(blockIdx.y) * k_tiles_per_split;
-  const int k_tiles = min(k_tiles_per_split, int((a.k + kBK - 1) / kBK) - kt0);
+  const int k_tiles = expert < 0 ? 0 : min(k_tiles_per_split, int((a.k + kBK - 1) / kBK) - kt0);
   // This thread's cp.async units of a stage: 2 of x's tile (row i / 4, unit i % 4, i = tid + 256 q)
   // and 1 of w's (row tid / 2, half tid % 2 of its 32 bytes). Rows past M or N read nothing (zeros).
   constexpr int kAUnits = kBM * kBK / 8 / kThreads;
@@ -93,12 +111,13 @@ __global__ void __launch_bounds__(kThreads, 2) weight_only_tiled_kernel(const We
 #pragma unroll
   for (int q = 0; q < kAUnits; ++q) {
     const int i = tid + kThreads * q, row = i / 4, unit = i % 4;
-    x_ok[q] = m0 + row < a.m;
-    x_src[q] = x + (x_ok[q] ? (m0 + row) * a.ldx : 0) + 8 * unit;
+    const int64_t slot = slot_of(row);
+    x_ok[q] = slot >= 0;
+    x_src[q] = x + (x_ok[q] ? (kSorted ? slot / sorted.a_slots_per_row : slot) * a.ldx : 0) + 8 * unit;
     x_dst[q] = swizzled(row, unit);
   }
   const bool w_ok = n0 + tid / 2 < a.n;
-  const uint8_t* const w_src = a.w + (w_ok ? (n0 + tid / 2) * a.ldw : 0) + 16 * (tid % 2);
+  const uint8_t* const w_src = w_base + (w_ok ? (n0 + tid / 2) * a.ldw : 0) + 16 * (tid % 2);
   auto load_stage = [&](int kt) {  // kt: this split's K tile
     const int64_t k0 = int64_t(kt0 + kt) * kBK;
     const uint32_t sa = smem + uint32_t(kt % kStages) * kStageBytes, sb = sa + kABytes;
@@ -135,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 2) weight_only_tiled_kernel(const We
   // is found once (a warp wholly past N reads row 0's and stores nothing); a K tile's block by a
   // 32-bit division.
   const int64_t warp_n0 = n0 + kWarpN * wn;
-  const float* const s_row = kBlock ? a.scale + (warp_n0 < a.n ? warp_n0 / a.block_n : 0) * a.s_row_stride : nullptr;
+  const float* const s_row = kBlock ? scale + (warp_n0 < a.n ? warp_n0 / a.block_n : 0) * a.s_row_stride : nullptr;
   const uint32_t block_k = uint32_t(a.block_k);
 
   // ldmatrix rows of this lane: x's row tile i, step s: matrix lane / 8 = (rows +0 / +8) x
@@ -214,15 +233,15 @@ __global__ void __launch_bounds__(kThreads, 2) weight_only_tiled_kernel(const We
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       if (n + e >= a.n || part_out != nullptr) continue;
-      if (!kBlock) cs[e] = a.scale[a.scale_kind == ScaleKind::kRow ? n + e : 0];
+      if (!kBlock) cs[e] = scale[a.scale_kind == ScaleKind::kRow ? n + e : 0];
       if (bias != nullptr) cb[e] = to_float(bias[n + e]);
     }
 #pragma unroll
     for (int i = 0; i < kMTiles; ++i) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int64_t r = m0 + kWarpM * wm + 16 * i + g + 8 * h;
-        if (r >= a.m) continue;
+        const int64_t r = slot_of(kWarpM * wm + 16 * i + g + 8 * h);  // the output row
+        if (r < 0) continue;
         if (part_out != nullptr) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
@@ -231,8 +250,12 @@ __global__ void __launch_bounds__(kThreads, 2) weight_only_tiled_kernel(const We
           continue;
         }
         float v[2];
+        const float routed = kSorted && sorted.slot_weight != nullptr ? sorted.slot_weight[r] : 1.0f;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) v[e] = finish<kBlock>(acc[i][j][2 * h + e], cs[e], cb[e]);
+        for (int e = 0; e < 2; ++e) {
+          v[e] = finish<kBlock>(acc[i][j][2 * h + e], cs[e], cb[e]);
+          if (kSorted && sorted.slot_weight != nullptr) v[e] = __fmul_rn(v[e], routed);
+        }
         store_pair(out + r * a.ldc, n, a.n, v[0], v[1], pair_ok);
       }
     }
@@ -263,10 +286,10 @@ void launch(const WeightOnlyMmArgs& a, cudaStream_t s) {
   Tensor partials;
   if (plan.splits > 1) partials = Tensor::empty({plan.splits, a.m, a.n}, DType::kF32, Device::cuda(device));
   float* const part = plan.splits > 1 ? static_cast<float*>(partials.data_ptr()) : nullptr;
-  constexpr auto kernel = weight_only_tiled_kernel<Tag, kBlock>;
+  constexpr auto kernel = weight_only_tiled_kernel<Tag, kBlock, false>;
   cuda::allow_dynamic_smem<kernel>(kSmemBytes);
   const dim3 grid(unsigned(plan.tiles), unsigned(plan.splits));
-  kernel<<<grid, kThreads, kSmemBytes, s>>>(a, int(plan.k_tiles_per_split), part);
+  kernel<<<grid, kThreads, kSmemBytes, s>>>(a, W8A16SortedRows{}, int(plan.k_tiles_per_split), part);
   FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled_kernel");
   if (plan.splits > 1) {
     const int threads = 256;
@@ -274,6 +297,16 @@ void launch(const WeightOnlyMmArgs& a, cudaStream_t s) {
     weight_only_tiled_reduce<typename Tag::Storage, kBlock><<<unsigned(blocks), threads, 0, s>>>(a, int(plan.splits), part);
     FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled_reduce");
   }
+}
+
+template <typename Tag, bool kBlock>
+void launch_sorted(const WeightOnlyMmArgs& a, const W8A16SortedRows& rows, cudaStream_t s) {
+  constexpr auto kernel = weight_only_tiled_kernel<Tag, kBlock, true>;
+  cuda::allow_dynamic_smem<kernel>(kSmemBytes);
+  const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
+  const int k_tiles = int((a.k + kBK - 1) / kBK);
+  kernel<<<unsigned(tiles), kThreads, kSmemBytes, s>>>(a, rows, k_tiles, nullptr);
+  FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled_kernel (sorted)");
 }
 
 template <typename Tag>
@@ -291,6 +324,14 @@ bool weight_only_tiled_serves(const WeightOnlyMmArgs& a, int device) {
 
 void weight_only_tiled_cuda(const WeightOnlyMmArgs& a, cudaStream_t s) {
   w8a16::with_act_tag(a.act_dtype, [&](auto tag) { launch_scaling<decltype(tag)>(a, s); });
+}
+
+void weight_only_tiled_sorted_cuda(const WeightOnlyMmArgs& a, const W8A16SortedRows& rows, cudaStream_t s) {
+  if (a.m <= 0 || a.n <= 0) return;
+  w8a16::with_act_tag(a.act_dtype, [&](auto tag) {
+    using Tag = decltype(tag);
+    a.scale_kind == ScaleKind::kBlock ? launch_sorted<Tag, true>(a, rows, s) : launch_sorted<Tag, false>(a, rows, s);
+  });
 }
 
 }  // namespace fp8kit::ops

@@ -12,6 +12,7 @@ namespace fp8kit::ops {
 GroupedKernel choose_grouped_kernel(ExpertQuant quant, int sm, const char* forced) {
   const std::string_view f = forced != nullptr ? forced : "";
   FP8KIT_CHECK_ARG(f.empty() || f == "mma" || f == "simt", "FP8KIT_MOE_GEMM={}: expected mma or simt", f);
+  if (quant == ExpertQuant::kWeightOnly && f != "simt" && sm >= 80) return GroupedKernel::kW8A16;
   if (quant != ExpertQuant::kFp8W8A8 || f == "simt" || sm < 89) return GroupedKernel::kSimt;
   if (f == "mma") return GroupedKernel::kMma;
   return sm == 90 ? GroupedKernel::kWgmma : GroupedKernel::kMma;
@@ -23,6 +24,7 @@ int64_t choose_grouped_block_m(int64_t slots, int64_t global_num_experts, Groupe
   if (f == "64") return 64;
   if (f == "128") return 128;
   FP8KIT_CHECK_ARG(f.empty(), "FP8KIT_MOE_BLOCK_M={}: expected 16, 64 or 128", f);
+  if (kernel == GroupedKernel::kW8A16) return 128;
   if (kernel != GroupedKernel::kWgmma) return slots <= 32 * global_num_experts ? 16 : 64;
   if (slots <= 12 * global_num_experts) return 16;
   return slots <= 384 * global_num_experts ? 64 : 128;

@@ -13,12 +13,14 @@ enum class GroupedKernel {
   kWgmma,  // grouped_gemm_sm90_wgmma.cu: sm_90
   kMma,    // grouped_gemm_sm90_e4m3.cu: FP8 mma.sync, sm_89+
   kSimt,   // grouped_gemm_simt.cu: CUDA cores, every ExpertQuant
+  kW8A16,  // weight-only experts on 16-bit tensor cores (ops/gemm/weight_only_tiled.cu), sm_80+
 };
 
 // `sm` = 10 * major + minor of the device; `forced` = FP8KIT_MOE_GEMM ("mma" or "simt"; null or
 // empty: not forced). FP8 W8A8 takes wgmma on sm_90, mma.sync on other GPUs with FP8 tensor
-// cores (sm_89+), CUDA cores below; weight-only and unquantized experts take CUDA cores. A
-// forced kernel the device lacks falls back the same way. Other values of `forced` throw.
+// cores (sm_89+), CUDA cores below; weight-only experts the tiled 16-bit tensor-core kernel on
+// sm_80+ ("simt" keeps CUDA cores); unquantized experts CUDA cores. A forced kernel the device
+// lacks falls back the same way. Other values of `forced` throw.
 GroupedKernel choose_grouped_kernel(ExpertQuant quant, int sm, const char* forced);
 
 // The token block for `slots` routed slots over `global_num_experts`; `forced` =
@@ -28,7 +30,8 @@ GroupedKernel choose_grouped_kernel(ExpertQuant quant, int sm, const char* force
 // 128 take the sorted prefill path where it serves; measured with bench_moe on the H200 for
 // Mixtral-8x7B, Qwen3-30B-A3B and DeepSeek-V3 at M = 1..4096: 64 beat 16 from 16 tokens an expert
 // and beat 128 up to 256, 128 won from 512). The mma.sync and CUDA-core kernels tile 16 (<= 32)
-// or 64. Other values of `forced` throw.
+// or 64; the weight-only tensor-core kernel's tiles are 128 rows of one expert. Other values of
+// `forced` throw (a forced size the kernel cannot tile leaves the GEMMs to CUDA cores).
 int64_t choose_grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel, const char* forced);
 
 // K splits of the wgmma kernel's decode GEMM2 (block_m 16): a grid of `ctas` (token blocks x
