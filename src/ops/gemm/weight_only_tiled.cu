@@ -221,20 +221,23 @@ __global__ void __launch_bounds__(kThreads, 2)
   cuda::cp_async_wait_group<0>();  // no copy outlives the CTA
 
   // Epilogue: element e of fragment (i, j) is row 16 i + g + 8 (e / 2), column 8 j + 2 t + e % 2.
-  // Split K: the f32 sums go to partials[split] (M x N), which weight_only_tiled_reduce finishes.
+  // Split K: the f32 sums go to partials[split] (M x N), which weight_only_tiled_reduce finishes;
+  // sorted, scaled (per tensor) and by slot ([split, num_slots, N]), finished by
+  // weight_only_tiled_sorted_reduce.
   T* out = static_cast<T*>(a.out);
   const T* bias = static_cast<const T*>(a.bias);
   const bool pair_ok = a.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(out) % 4 == 0;
-  float* const part_out = partials != nullptr ? partials + int64_t(blockIdx.y) * a.m * a.n : nullptr;
+  const int64_t part_rows = kSorted ? sorted.num_slots : a.m;
+  float* const part_out = partials != nullptr ? partials + int64_t(blockIdx.y) * part_rows * a.n : nullptr;
 #pragma unroll
   for (int j = 0; j < kNTiles; ++j) {
     const int64_t n = n0 + kWarpN * wn + 8 * j + 2 * t;
     float cs[2] = {1.0f, 1.0f}, cb[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      if (n + e >= a.n || part_out != nullptr) continue;
+      if (n + e >= a.n) continue;
       if (!kBlock) cs[e] = scale[a.scale_kind == ScaleKind::kRow ? n + e : 0];
-      if (bias != nullptr) cb[e] = to_float(bias[n + e]);
+      if (bias != nullptr && part_out == nullptr) cb[e] = to_float(bias[n + e]);
     }
 #pragma unroll
     for (int i = 0; i < kMTiles; ++i) {
@@ -245,7 +248,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (part_out != nullptr) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            if (n + e < a.n) part_out[r * a.n + n + e] = acc[i][j][2 * h + e];
+            const float sum = acc[i][j][2 * h + e];
+            if (n + e < a.n) part_out[r * a.n + n + e] = kSorted ? finish<kBlock>(sum, cs[e], 0.0f) : sum;
           }
           continue;
         }
@@ -277,6 +281,21 @@ __global__ void weight_only_tiled_reduce(const WeightOnlyMmArgs a, int splits, c
   }
 }
 
+// Sorted: out[slot] = the sum of the splits' scaled partials (in split order) times the slot's
+// routed weight.
+template <typename T>
+__global__ void weight_only_tiled_sorted_reduce(const WeightOnlyMmArgs a, const W8A16SortedRows sorted, int splits,
+                                                const float* partials) {
+  const int64_t total = sorted.num_slots * a.n;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t slot = e / a.n, n = e - slot * a.n;
+    float acc = partials[e];
+    for (int s = 1; s < splits; ++s) acc = __fadd_rn(acc, partials[s * total + e]);
+    if (sorted.slot_weight != nullptr) acc = __fmul_rn(acc, sorted.slot_weight[slot]);
+    static_cast<T*>(a.out)[slot * a.ldc + n] = from_float<T>(acc);
+  }
+}
+
 template <typename Tag, bool kBlock>
 void launch(const WeightOnlyMmArgs& a, cudaStream_t s) {
   int device = 0, sms = 0;
@@ -301,12 +320,27 @@ void launch(const WeightOnlyMmArgs& a, cudaStream_t s) {
 
 template <typename Tag, bool kBlock>
 void launch_sorted(const WeightOnlyMmArgs& a, const W8A16SortedRows& rows, cudaStream_t s) {
+  // K splits as for the dense GEMM, planned on the host's bound on the positions (the blocks in
+  // use are known on the device only): decode, with a few experts' blocks, splits.
+  int device = 0, sms = 0;
+  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const WeightOnlyTiledPlan plan = plan_weight_only_tiled(a.m, a.n, a.k, sms);
+  Tensor partials;
+  if (plan.splits > 1) partials = Tensor::empty({plan.splits, rows.num_slots, a.n}, DType::kF32, Device::cuda(device));
+  float* const part = plan.splits > 1 ? static_cast<float*>(partials.data_ptr()) : nullptr;
   constexpr auto kernel = weight_only_tiled_kernel<Tag, kBlock, true>;
   cuda::allow_dynamic_smem<kernel>(kSmemBytes);
-  const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
-  const int k_tiles = int((a.k + kBK - 1) / kBK);
-  kernel<<<unsigned(tiles), kThreads, kSmemBytes, s>>>(a, rows, k_tiles, nullptr);
+  const dim3 grid(unsigned(plan.tiles), unsigned(plan.splits));
+  kernel<<<grid, kThreads, kSmemBytes, s>>>(a, rows, int(plan.k_tiles_per_split), part);
   FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled_kernel (sorted)");
+  if (plan.splits > 1) {
+    const int threads = 256;
+    const int64_t blocks = std::min<int64_t>((rows.num_slots * a.n + threads - 1) / threads, 4096);
+    weight_only_tiled_sorted_reduce<typename Tag::Storage>
+        <<<unsigned(blocks), threads, 0, s>>>(a, rows, int(plan.splits), part);
+    FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled_sorted_reduce");
+  }
 }
 
 template <typename Tag>
