@@ -24,6 +24,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/half.h"
@@ -36,7 +37,7 @@ namespace {
 using w8a16::mma16816;
 using w8a16::widen_pair;
 
-constexpr int kWarps = 8, kChunk = 64, kAhead = 1;  // 4 measured slower (registers)
+constexpr int kWarps = 8, kChunk = 64;
 
 __device__ __forceinline__ uint4 load_streaming(const void* p) {
   uint4 v;
@@ -69,14 +70,39 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_mma_kernel(const Weig
 
   float acc[kTiles][4] = {};
   const int64_t k_begin = int64_t(warp) * k_slice, k_end = k_begin + k_slice < a.k ? k_begin + k_slice : a.k;
-  auto load_w = [&](int64_t k0, uint4& lo, uint4& hi) {
+  // A 64-wide K chunk of this lane's operands: 16 weight bytes of rows g and g + 8, and the same
+  // 16 activations of each token tile's token g (zeros past M, K or the slice). The activations
+  // travel with the weights (kXAhead): loaded only when the chunk was multiplied, their latency
+  // stalled every chunk (H200, M = 2-8 and 17-32: 1.0-1.4x and 0.8-2.3x, geometric mean 1.15x
+  // with per-channel scales). With two token tiles (M = 9-16) the extra registers cost a CTA a
+  // multiprocessor, which measured 0.75-0.82x on weights of 448-512 CTAs, so there they are
+  // loaded in the multiply step as before.
+  constexpr bool kXAhead = kTiles != 2;
+  struct Chunk {
+    uint4 lo, hi, x[kTiles][2];
+  };
+  auto load_x = [&](int64_t k0, bool in, uint4 (&xs)[kTiles][2]) {
+#pragma unroll
+    for (int tile = 0; tile < kTiles; ++tile) {
+      const int64_t token = int64_t(tile) * 8 + g;
+      xs[tile][0] = xs[tile][1] = make_uint4(0, 0, 0, 0);
+      if (in && token < a.m) {
+        const uint4* xr = reinterpret_cast<const uint4*>(x + token * a.ldx + k0 + 16 * t);
+        xs[tile][0] = xr[0];
+        xs[tile][1] = xr[1];
+      }
+    }
+  };
+  auto load_chunk = [&](int64_t k0, Chunk& c) {
     const bool in = k0 < k_end && k0 + 16 * t < a.k;  // K % 16 == 0: a lane's 16 bytes are all in or all out
-    lo = in && lo_ok ? load_streaming(w_lo + k0) : make_uint4(0, 0, 0, 0);
-    hi = in && hi_ok ? load_streaming(w_hi + k0) : make_uint4(0, 0, 0, 0);
+    c.lo = in && lo_ok ? load_streaming(w_lo + k0) : make_uint4(0, 0, 0, 0);
+    c.hi = in && hi_ok ? load_streaming(w_hi + k0) : make_uint4(0, 0, 0, 0);
+    if constexpr (kXAhead) load_x(k0, in, c.x);
   };
   // This chunk's product: the weights widened to 16 bits, times each token tile.
-  auto multiply = [&](int64_t k0, const uint4& wl, const uint4& wh) {
-    const uint32_t lo_words[4] = {wl.x, wl.y, wl.z, wl.w}, hi_words[4] = {wh.x, wh.y, wh.z, wh.w};
+  auto multiply = [&](int64_t k0, Chunk c) {
+    if constexpr (!kXAhead) load_x(k0, k0 + 16 * t < a.k, c.x);
+    const uint32_t lo_words[4] = {c.lo.x, c.lo.y, c.lo.z, c.lo.w}, hi_words[4] = {c.hi.x, c.hi.y, c.hi.z, c.hi.w};
     uint32_t af[4][4];  // [step][a0..a3]
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
@@ -85,17 +111,10 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_mma_kernel(const Weig
       af[s][2] = widen_pair<Tag>(lo_words[s], true);
       af[s][3] = widen_pair<Tag>(hi_words[s], true);
     }
-    const bool k_in = k0 + 16 * t < a.k;
     float part[kTiles][4] = {};
 #pragma unroll
     for (int tile = 0; tile < kTiles; ++tile) {
-      const int64_t token = int64_t(tile) * 8 + g;
-      uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
-      if (k_in && token < a.m) {
-        const uint4* xr = reinterpret_cast<const uint4*>(x + token * a.ldx + k0 + 16 * t);
-        xa = xr[0];
-        xb = xr[1];
-      }
+      const uint4 xa = c.x[tile][0], xb = c.x[tile][1];
       const uint32_t xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
@@ -114,20 +133,13 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_mma_kernel(const Weig
       }
     }
   };
-  // kAhead chunks of weights in flight per lane (a ring of registers, static indices).
-  uint4 ring_lo[kAhead], ring_hi[kAhead];
-#pragma unroll
-  for (int c = 0; c < kAhead; ++c) load_w(k_begin + c * kChunk, ring_lo[c], ring_hi[c]);
-  for (int64_t k0 = k_begin; k0 < k_end; k0 += kAhead * kChunk) {
-#pragma unroll
-    for (int c = 0; c < kAhead; ++c) {
-      const int64_t kc = k0 + c * kChunk;
-      if (kc < k_end) {  // warp-uniform
-        const uint4 wl = ring_lo[c], wh = ring_hi[c];
-        load_w(kc + kAhead * kChunk, ring_lo[c], ring_hi[c]);
-        multiply(kc, wl, wh);
-      }
-    }
+  // One chunk in flight a lane while the last is multiplied (two measured slower: registers).
+  Chunk next;
+  load_chunk(k_begin, next);
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
+    const Chunk cur = next;
+    load_chunk(k0 + kChunk, next);
+    multiply(k0, cur);
   }
 
   // Sum the warps' K slices in warp order, then the epilogue by warp 0.
@@ -162,14 +174,17 @@ void launch(const WeightOnlyMmArgs& a, cudaStream_t s) {
   const int64_t chunks = (a.k + kChunk - 1) / kChunk;
   const int64_t k_slice = (chunks + kWarps - 1) / kWarps * kChunk;
   const dim3 grid(unsigned((a.n + 15) / 16)), block(kWarps * 32);
+  auto run = [&](auto tiles) {
+    weight_only_mma_kernel<Tag, decltype(tiles)::value, kBlock><<<grid, block, 0, s>>>(a, k_slice);
+  };
   if (a.m <= 8) {
-    weight_only_mma_kernel<Tag, 1, kBlock><<<grid, block, 0, s>>>(a, k_slice);
+    run(std::integral_constant<int, 1>{});
   } else if (a.m <= 16) {
-    weight_only_mma_kernel<Tag, 2, kBlock><<<grid, block, 0, s>>>(a, k_slice);
+    run(std::integral_constant<int, 2>{});
   } else if (a.m <= 32) {
-    weight_only_mma_kernel<Tag, 4, kBlock><<<grid, block, 0, s>>>(a, k_slice);
+    run(std::integral_constant<int, 4>{});
   } else {
-    weight_only_mma_kernel<Tag, 8, kBlock><<<grid, block, 0, s>>>(a, k_slice);
+    run(std::integral_constant<int, 8>{});
   }
   FP8KIT_CHECK_LAUNCH(s, "weight_only_mma_kernel");
 }
