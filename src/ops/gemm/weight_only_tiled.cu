@@ -296,56 +296,39 @@ __global__ void weight_only_tiled_sorted_reduce(const WeightOnlyMmArgs a, const 
   }
 }
 
-template <typename Tag, bool kBlock>
-void launch(const WeightOnlyMmArgs& a, cudaStream_t s) {
+// Plans the K splits (sorted: on the host's bound on the positions, since the blocks in use are
+// known on the device only; decode, with a few experts' blocks, splits), launches the kernel and,
+// split, the reduction of its f32 partials.
+template <typename Tag, bool kBlock, bool kSorted>
+void launch(const WeightOnlyMmArgs& a, const W8A16SortedRows& rows, cudaStream_t s) {
   int device = 0, sms = 0;
   FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const WeightOnlyTiledPlan plan = plan_weight_only_tiled(a.m, a.n, a.k, sms);
+  const int64_t out_rows = kSorted ? rows.num_slots : a.m;
   Tensor partials;
-  if (plan.splits > 1) partials = Tensor::empty({plan.splits, a.m, a.n}, DType::kF32, Device::cuda(device));
+  if (plan.splits > 1) partials = Tensor::empty({plan.splits, out_rows, a.n}, DType::kF32, Device::cuda(device));
   float* const part = plan.splits > 1 ? static_cast<float*>(partials.data_ptr()) : nullptr;
-  constexpr auto kernel = weight_only_tiled_kernel<Tag, kBlock, false>;
-  cuda::allow_dynamic_smem<kernel>(kSmemBytes);
-  const dim3 grid(unsigned(plan.tiles), unsigned(plan.splits));
-  kernel<<<grid, kThreads, kSmemBytes, s>>>(a, W8A16SortedRows{}, int(plan.k_tiles_per_split), part);
-  FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled_kernel");
-  if (plan.splits > 1) {
-    const int threads = 256;
-    const int64_t blocks = std::min<int64_t>((a.m * a.n + threads - 1) / threads, 4096);
-    weight_only_tiled_reduce<typename Tag::Storage, kBlock><<<unsigned(blocks), threads, 0, s>>>(a, int(plan.splits), part);
-    FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled_reduce");
-  }
-}
-
-template <typename Tag, bool kBlock>
-void launch_sorted(const WeightOnlyMmArgs& a, const W8A16SortedRows& rows, cudaStream_t s) {
-  // K splits as for the dense GEMM, planned on the host's bound on the positions (the blocks in
-  // use are known on the device only): decode, with a few experts' blocks, splits.
-  int device = 0, sms = 0;
-  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
-  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const WeightOnlyTiledPlan plan = plan_weight_only_tiled(a.m, a.n, a.k, sms);
-  Tensor partials;
-  if (plan.splits > 1) partials = Tensor::empty({plan.splits, rows.num_slots, a.n}, DType::kF32, Device::cuda(device));
-  float* const part = plan.splits > 1 ? static_cast<float*>(partials.data_ptr()) : nullptr;
-  constexpr auto kernel = weight_only_tiled_kernel<Tag, kBlock, true>;
+  constexpr auto kernel = weight_only_tiled_kernel<Tag, kBlock, kSorted>;
   cuda::allow_dynamic_smem<kernel>(kSmemBytes);
   const dim3 grid(unsigned(plan.tiles), unsigned(plan.splits));
   kernel<<<grid, kThreads, kSmemBytes, s>>>(a, rows, int(plan.k_tiles_per_split), part);
-  FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled_kernel (sorted)");
-  if (plan.splits > 1) {
-    const int threads = 256;
-    const int64_t blocks = std::min<int64_t>((rows.num_slots * a.n + threads - 1) / threads, 4096);
-    weight_only_tiled_sorted_reduce<typename Tag::Storage>
-        <<<unsigned(blocks), threads, 0, s>>>(a, rows, int(plan.splits), part);
-    FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled_sorted_reduce");
+  FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled_kernel");
+  if (plan.splits == 1) return;
+  const int threads = 256;
+  const unsigned blocks = unsigned(std::min<int64_t>((out_rows * a.n + threads - 1) / threads, 4096));
+  using T = typename Tag::Storage;
+  if constexpr (kSorted) {
+    weight_only_tiled_sorted_reduce<T><<<blocks, threads, 0, s>>>(a, rows, int(plan.splits), part);
+  } else {
+    weight_only_tiled_reduce<T, kBlock><<<blocks, threads, 0, s>>>(a, int(plan.splits), part);
   }
+  FP8KIT_CHECK_LAUNCH(s, "weight_only_tiled reduction");
 }
 
-template <typename Tag>
-void launch_scaling(const WeightOnlyMmArgs& a, cudaStream_t s) {
-  a.scale_kind == ScaleKind::kBlock ? launch<Tag, true>(a, s) : launch<Tag, false>(a, s);
+template <typename Tag, bool kSorted>
+void launch_scaling(const WeightOnlyMmArgs& a, const W8A16SortedRows& rows, cudaStream_t s) {
+  a.scale_kind == ScaleKind::kBlock ? launch<Tag, true, kSorted>(a, rows, s) : launch<Tag, false, kSorted>(a, rows, s);
 }
 
 }  // namespace
@@ -357,15 +340,12 @@ bool weight_only_tiled_serves(const WeightOnlyMmArgs& a, int device) {
 }
 
 void weight_only_tiled_cuda(const WeightOnlyMmArgs& a, cudaStream_t s) {
-  w8a16::with_act_tag(a.act_dtype, [&](auto tag) { launch_scaling<decltype(tag)>(a, s); });
+  w8a16::with_act_tag(a.act_dtype, [&](auto tag) { launch_scaling<decltype(tag), false>(a, W8A16SortedRows{}, s); });
 }
 
 void weight_only_tiled_sorted_cuda(const WeightOnlyMmArgs& a, const W8A16SortedRows& rows, cudaStream_t s) {
   if (a.m <= 0 || a.n <= 0) return;
-  w8a16::with_act_tag(a.act_dtype, [&](auto tag) {
-    using Tag = decltype(tag);
-    a.scale_kind == ScaleKind::kBlock ? launch_sorted<Tag, true>(a, rows, s) : launch_sorted<Tag, false>(a, rows, s);
-  });
+  w8a16::with_act_tag(a.act_dtype, [&](auto tag) { launch_scaling<decltype(tag), true>(a, rows, s); });
 }
 
 }  // namespace fp8kit::ops
