@@ -54,8 +54,10 @@ TEST(GroupedGemmChoice, BlockGrowsWithTokensPerExpert) {
     EXPECT_EQ(choose_grouped_block_m(32 * 64 + 1, 64, k, nullptr), 64);
     EXPECT_EQ(choose_grouped_block_m(1 << 20, 8, k, ""), 64);
   }
-  // The weight-only tensor-core kernel: 128-row tiles of one expert, whatever the tokens.
-  EXPECT_EQ(choose_grouped_block_m(2, 256, GroupedKernel::kW8A16, nullptr), 128);
+  // Weight-only experts: blocks of 16 (the streaming kernel) up to 16 slots an expert, else 128.
+  EXPECT_EQ(choose_grouped_block_m(2, 256, GroupedKernel::kW8A16, nullptr), 16);
+  EXPECT_EQ(choose_grouped_block_m(16 * 8, 8, GroupedKernel::kW8A16, nullptr), 16);
+  EXPECT_EQ(choose_grouped_block_m(16 * 8 + 1, 8, GroupedKernel::kW8A16, nullptr), 128);
   EXPECT_EQ(choose_grouped_block_m(1 << 20, 8, GroupedKernel::kW8A16, nullptr), 128);
 }
 

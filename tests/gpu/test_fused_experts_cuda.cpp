@@ -329,9 +329,12 @@ TEST(FusedExpertsCuda, WeightOnlyAndUnquantized) {
   check([&] { MoeCase x = c; x.name = "weight-only per-tensor"; x.quant = Quant::kWeightOnly; x.m = 129; return x; }());
   check([&] { MoeCase x = c; x.name = "weight-only block 128 f16"; x.quant = Quant::kWeightOnly; x.block = kBlock128; x.m = 64; x.e = 64; x.top_k = 8; x.dtype = DType::kF16; return x; }());
   check([&] { MoeCase x = c; x.name = "weight-only top1"; x.quant = Quant::kWeightOnly; x.m = 3; x.e = 256; x.top_k = 1; return x; }());
-  // Decode on the tensor-core kernel: few blocks, so both GEMMs split K (their K >= 512).
-  check([&] { MoeCase x = c; x.name = "weight-only split K"; x.quant = Quant::kWeightOnly; x.m = 2; x.h = 1024; x.inter = 640; return x; }());
-  check([&] { MoeCase x = c; x.name = "weight-only split K block, EP"; x.quant = Quant::kWeightOnly; x.block = kBlock128; x.m = 5; x.h = 768; x.inter = 512; x.e = 16; x.top_k = 4; x.ep_size = 2; x.ep_rank = 1; return x; }());
+  // Decode: blocks of 16 on the streaming kernel by default; forced to blocks of 128, the tiled
+  // kernel sees few blocks and splits K in both GEMMs (their K >= 512).
+  check([&] { MoeCase x = c; x.name = "weight-only decode"; x.quant = Quant::kWeightOnly; x.m = 2; x.h = 1024; x.inter = 640; return x; }());
+  check([&] { MoeCase x = c; x.name = "weight-only decode block, EP"; x.quant = Quant::kWeightOnly; x.block = kBlock128; x.m = 5; x.h = 768; x.inter = 512; x.e = 16; x.top_k = 4; x.ep_size = 2; x.ep_rank = 1; return x; }());
+  check([&] { MoeCase x = c; x.name = "weight-only split K"; x.quant = Quant::kWeightOnly; x.m = 2; x.h = 1024; x.inter = 640; x.block_m = "128"; return x; }());
+  check([&] { MoeCase x = c; x.name = "weight-only split K block, EP"; x.quant = Quant::kWeightOnly; x.block = kBlock128; x.m = 5; x.h = 768; x.inter = 512; x.e = 16; x.top_k = 4; x.ep_size = 2; x.ep_rank = 1; x.block_m = "128"; return x; }());
   check([&] { MoeCase x = c; x.name = "unquantized bf16"; x.quant = Quant::kNone; x.m = 1024; return x; }());
   check([&] { MoeCase x = c; x.name = "unquantized f32"; x.quant = Quant::kNone; x.m = 129; x.e = 64; x.top_k = 1; x.dtype = DType::kF32; return x; }());
   check([&] { MoeCase x = c; x.name = "unquantized f16 gelu"; x.quant = Quant::kNone; x.m = 3; x.e = 128; x.top_k = 8; x.dtype = DType::kF16; x.gelu = true; return x; }());

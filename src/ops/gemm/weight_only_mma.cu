@@ -47,29 +47,57 @@ __device__ __forceinline__ uint4 load_streaming(const void* p) {
   return v;
 }
 
-template <typename Tag, int kTiles, bool kBlock>
-__global__ void __launch_bounds__(kWarps * 32) weight_only_mma_kernel(const WeightOnlyMmArgs a, int64_t k_slice) {
+// kSorted (the fused MoE's weight-only experts at decode): CTA column blockIdx.y is moe_align block
+// blockIdx.y of 16 sorted positions (kTiles = 2), one expert's; a token tile's token g is the
+// position's slot, whose activation row is slot / a_slots_per_row and whose output row is slot.
+template <typename Tag, int kTiles, bool kBlock, bool kSorted = false>
+__global__ void __launch_bounds__(kWarps * 32)
+    weight_only_mma_kernel(const WeightOnlyMmArgs a, const W8A16SortedRows sorted, int64_t k_slice) {
+  static_assert(!kSorted || kTiles * 8 == kWeightOnlyMmaSortedBlock, "a sorted CTA is one block of positions");
   using T = typename Tag::Storage;
   __shared__ float partial[kWarps][kTiles * 4][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // Sorted: positions past those in use hold nothing; another rank's expert multiplies nothing
+  // and writes zeros.
+  const int64_t p0 = int64_t(blockIdx.y) * kTiles * 8;
+  if (kSorted && p0 >= min(int64_t(*sorted.num_post_pad), a.m)) return;
+  const int expert = kSorted ? sorted.expert_ids[blockIdx.y] : 0;
+  const uint8_t* const w = a.w + (expert > 0 ? int64_t(expert) * sorted.w_expert_stride : 0);
+  const float* const scale = a.scale + (expert > 0 ? int64_t(expert) * sorted.scale_expert_stride : 0);
+  // The slot (sorted) or token of position p0 + i of this CTA; -1: none.
+  auto slot_of = [&](int i) -> int64_t {
+    if constexpr (kSorted) {
+      const int64_t slot = sorted.sorted_ids[p0 + i];
+      return slot >= 0 && slot < sorted.num_slots ? slot : -1;
+    }
+    return i < a.m ? i : -1;
+  };
   const int64_t row0 = int64_t(blockIdx.x) * 16;
   const int64_t row_lo = row0 + g, row_hi = row0 + g + 8;
   const bool lo_ok = row_lo < a.n, hi_ok = row_hi < a.n;
-  const uint8_t* w_lo = a.w + (lo_ok ? row_lo : 0) * a.ldw + 16 * t;
-  const uint8_t* w_hi = a.w + (hi_ok ? row_hi : 0) * a.ldw + 16 * t;
+  const uint8_t* w_lo = w + (lo_ok ? row_lo : 0) * a.ldw + 16 * t;
+  const uint8_t* w_hi = w + (hi_ok ? row_hi : 0) * a.ldw + 16 * t;
   const T* x = static_cast<const T*>(a.x);
+  // This lane's activation row of each token tile (token g), -1 for none.
+  int64_t x_row[kTiles];
+#pragma unroll
+  for (int tile = 0; tile < kTiles; ++tile) {
+    const int64_t slot = slot_of(tile * 8 + g);
+    x_row[tile] = kSorted && slot >= 0 ? slot / sorted.a_slots_per_row : slot;
+  }
   // Block scales: the two rows' scale rows, found once; a chunk's K block by a 32-bit division
   // (64-bit divisions are subroutine calls, four a chunk before).
   const float* s_row_lo = nullptr;
   const float* s_row_hi = nullptr;
   if constexpr (kBlock) {
-    if (lo_ok) s_row_lo = a.scale + (row_lo / a.block_n) * a.s_row_stride;
-    if (hi_ok) s_row_hi = a.scale + (row_hi / a.block_n) * a.s_row_stride;
+    if (lo_ok) s_row_lo = scale + (row_lo / a.block_n) * a.s_row_stride;
+    if (hi_ok) s_row_hi = scale + (row_hi / a.block_n) * a.s_row_stride;
   }
   const uint32_t block_k = uint32_t(a.block_k);
 
   float acc[kTiles][4] = {};
-  const int64_t k_begin = int64_t(warp) * k_slice, k_end = k_begin + k_slice < a.k ? k_begin + k_slice : a.k;
+  const int64_t k_begin = int64_t(warp) * k_slice;
+  const int64_t k_end = expert < 0 ? k_begin : k_begin + k_slice < a.k ? k_begin + k_slice : a.k;
   // A 64-wide K chunk of this lane's operands: 16 weight bytes of rows g and g + 8, and the same
   // 16 activations of each token tile's token g (zeros past M, K or the slice). The activations
   // travel with the weights (kXAhead): loaded only when the chunk was multiplied, their latency
@@ -84,10 +112,9 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_mma_kernel(const Weig
   auto load_x = [&](int64_t k0, bool in, uint4 (&xs)[kTiles][2]) {
 #pragma unroll
     for (int tile = 0; tile < kTiles; ++tile) {
-      const int64_t token = int64_t(tile) * 8 + g;
       xs[tile][0] = xs[tile][1] = make_uint4(0, 0, 0, 0);
-      if (in && token < a.m) {
-        const uint4* xr = reinterpret_cast<const uint4*>(x + token * a.ldx + k0 + 16 * t);
+      if (in && x_row[tile] >= 0) {
+        const uint4* xr = reinterpret_cast<const uint4*>(x + x_row[tile] * a.ldx + k0 + 16 * t);
         xs[tile][0] = xr[0];
         xs[tile][1] = xr[1];
       }
@@ -159,10 +186,11 @@ __global__ void __launch_bounds__(kWarps * 32) weight_only_mma_kernel(const Weig
       float v = partial[0][tile * 4 + i][lane];
 #pragma unroll
       for (int w = 1; w < kWarps; ++w) v = __fadd_rn(v, partial[w][tile * 4 + i][lane]);
-      const int64_t row = i < 2 ? row_lo : row_hi, token = int64_t(tile) * 8 + 2 * t + (i % 2);
-      if (row >= a.n || token >= a.m) continue;
-      if (!kBlock) v = __fmul_rn(a.scale_kind == ScaleKind::kRow ? a.scale[row] : a.scale[0], v);
+      const int64_t row = i < 2 ? row_lo : row_hi, token = slot_of(tile * 8 + 2 * t + (i % 2));
+      if (row >= a.n || token < 0) continue;
+      if (!kBlock) v = __fmul_rn(a.scale_kind == ScaleKind::kRow ? scale[row] : scale[0], v);
       if (bias != nullptr) v = __fadd_rn(v, to_float(bias[row]));
+      if (kSorted && sorted.slot_weight != nullptr) v = __fmul_rn(v, sorted.slot_weight[token]);
       out[token * a.ldc + row] = from_float<T>(v);
     }
   }
@@ -175,7 +203,7 @@ void launch(const WeightOnlyMmArgs& a, cudaStream_t s) {
   const int64_t k_slice = (chunks + kWarps - 1) / kWarps * kChunk;
   const dim3 grid(unsigned((a.n + 15) / 16)), block(kWarps * 32);
   auto run = [&](auto tiles) {
-    weight_only_mma_kernel<Tag, decltype(tiles)::value, kBlock><<<grid, block, 0, s>>>(a, k_slice);
+    weight_only_mma_kernel<Tag, decltype(tiles)::value, kBlock><<<grid, block, 0, s>>>(a, W8A16SortedRows{}, k_slice);
   };
   if (a.m <= 8) {
     run(std::integral_constant<int, 1>{});
@@ -187,6 +215,15 @@ void launch(const WeightOnlyMmArgs& a, cudaStream_t s) {
     run(std::integral_constant<int, 8>{});
   }
   FP8KIT_CHECK_LAUNCH(s, "weight_only_mma_kernel");
+}
+
+template <typename Tag, bool kBlock>
+void launch_sorted(const WeightOnlyMmArgs& a, const W8A16SortedRows& rows, cudaStream_t s) {
+  const int64_t chunks = (a.k + kChunk - 1) / kChunk;
+  const int64_t k_slice = (chunks + kWarps - 1) / kWarps * kChunk;
+  const dim3 grid(unsigned((a.n + 15) / 16), unsigned(a.m / kWeightOnlyMmaSortedBlock)), block(kWarps * 32);
+  weight_only_mma_kernel<Tag, kWeightOnlyMmaSortedBlock / 8, kBlock, true><<<grid, block, 0, s>>>(a, rows, k_slice);
+  FP8KIT_CHECK_LAUNCH(s, "weight_only_mma_kernel (sorted)");
 }
 
 template <typename Tag>
@@ -203,6 +240,20 @@ void launch_scaling(const WeightOnlyMmArgs& a, cudaStream_t s) {
 bool weight_only_mma_serves(const WeightOnlyMmArgs& a, int device) {
   return w8a16::operands_ok(a, device) && a.m <= kWeightOnlyMmaMaxM && a.n <= int64_t(16) * 0x7fffffff &&
          (a.scale_kind != ScaleKind::kBlock || (a.block_k % kChunk == 0 && a.block_n > 0));
+}
+
+bool weight_only_mma_sorted_serves(const WeightOnlyMmArgs& a, int device) {
+  return w8a16::operands_ok(a, device) && a.m % kWeightOnlyMmaSortedBlock == 0 &&
+         a.m / kWeightOnlyMmaSortedBlock <= 65535 && a.n <= int64_t(16) * 0x7fffffff &&
+         (a.scale_kind != ScaleKind::kBlock || (a.block_k % kChunk == 0 && a.block_n > 0));
+}
+
+void weight_only_mma_sorted_cuda(const WeightOnlyMmArgs& a, const W8A16SortedRows& rows, cudaStream_t s) {
+  if (a.m <= 0 || a.n <= 0) return;
+  w8a16::with_act_tag(a.act_dtype, [&](auto tag) {
+    using Tag = decltype(tag);
+    a.scale_kind == ScaleKind::kBlock ? launch_sorted<Tag, true>(a, rows, s) : launch_sorted<Tag, false>(a, rows, s);
+  });
 }
 
 void weight_only_mma_cuda(const WeightOnlyMmArgs& a, cudaStream_t s) {

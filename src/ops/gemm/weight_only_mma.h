@@ -21,8 +21,8 @@ bool weight_only_tiled_serves(const WeightOnlyMmArgs& args, int device);
 void weight_only_tiled_cuda(const WeightOnlyMmArgs& args, cudaStream_t stream);
 
 // The tiled kernel on the fused MoE's sorted rows (its grouped GEMMs with FP8 expert weights and
-// 16-bit activations): args.m sorted positions in blocks of kWeightOnlyTileM rows, each block one
-// expert's; position p holds slot sorted_ids[p] (padding: >= num_slots), whose activation row is
+// 16-bit activations): args.m sorted positions in blocks of 128 rows (kWeightOnlyTileM), each block
+// one expert's; position p holds slot sorted_ids[p] (padding: >= num_slots), whose activation row is
 // slot / a_slots_per_row of args.x and whose output row is slot of args.out. args.w and
 // args.scale are expert 0's; expert e's are w_expert_stride and scale_expert_stride elements on.
 // Epilogue: fl32(scaled sum) times the slot's routed weight when slot_weight is set; an expert
@@ -36,5 +36,12 @@ struct W8A16SortedRows {
   const float* slot_weight = nullptr;
 };
 void weight_only_tiled_sorted_cuda(const WeightOnlyMmArgs& args, const W8A16SortedRows& rows, cudaStream_t stream);
+
+// The streaming kernel on sorted rows (the MoE's decode, few slots an expert): moe_align blocks of
+// kWeightOnlyMmaSortedBlock positions, otherwise as the tiled kernel's sorted mode (args.m a
+// multiple of the block). Block scales with block_k a multiple of 64.
+inline constexpr int64_t kWeightOnlyMmaSortedBlock = 16;
+bool weight_only_mma_sorted_serves(const WeightOnlyMmArgs& args, int device);
+void weight_only_mma_sorted_cuda(const WeightOnlyMmArgs& args, const W8A16SortedRows& rows, cudaStream_t stream);
 
 }  // namespace fp8kit::ops

@@ -24,7 +24,7 @@ int64_t choose_grouped_block_m(int64_t slots, int64_t global_num_experts, Groupe
   if (f == "64") return 64;
   if (f == "128") return 128;
   FP8KIT_CHECK_ARG(f.empty(), "FP8KIT_MOE_BLOCK_M={}: expected 16, 64 or 128", f);
-  if (kernel == GroupedKernel::kW8A16) return 128;
+  if (kernel == GroupedKernel::kW8A16) return slots <= 16 * global_num_experts ? 16 : 128;
   if (kernel != GroupedKernel::kWgmma) return slots <= 32 * global_num_experts ? 16 : 64;
   if (slots <= 12 * global_num_experts) return 16;
   return slots <= 384 * global_num_experts ? 64 : 128;

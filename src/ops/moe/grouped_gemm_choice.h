@@ -30,8 +30,9 @@ GroupedKernel choose_grouped_kernel(ExpertQuant quant, int sm, const char* force
 // 128 take the sorted prefill path where it serves; measured with bench_moe on the H200 for
 // Mixtral-8x7B, Qwen3-30B-A3B and DeepSeek-V3 at M = 1..4096: 64 beat 16 from 16 tokens an expert
 // and beat 128 up to 256, 128 won from 512). The mma.sync and CUDA-core kernels tile 16 (<= 32)
-// or 64; the weight-only tensor-core kernel's tiles are 128 rows of one expert. Other values of
-// `forced` throw (a forced size the kernel cannot tile leaves the GEMMs to CUDA cores).
+// or 64; weight-only experts take blocks of 16 (the streaming kernel, one pass over an expert's
+// weights a block) up to 16 slots an expert on average, else 128 (the tiled kernel). Other values
+// of `forced` throw (a forced size the kernels cannot tile leaves the GEMMs to CUDA cores).
 int64_t choose_grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel, const char* forced);
 
 // K splits of the wgmma kernel's decode GEMM2 (block_m 16): a grid of `ctas` (token blocks x

@@ -26,12 +26,14 @@ int64_t grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel
 
 namespace {
 
-// Weight-only experts on the tiled 16-bit tensor-core kernel, where it serves (blocks of 128,
-// FP8 weights, 16-bit activations and output); false leaves the GEMM to CUDA cores.
-bool run_weight_only_tiled(const GroupedGemmArgs& g, int device, cudaStream_t stream) {
+// Weight-only experts on the 16-bit tensor-core kernels, where they serve (FP8 weights, 16-bit
+// activations and output): blocks of 16 on the streaming kernel (decode), of 128 on the tiled
+// one; false leaves the GEMM to CUDA cores.
+bool run_weight_only(const GroupedGemmArgs& g, int device, cudaStream_t stream) {
   const bool act16 = g.a_dtype == DType::kBF16 || g.a_dtype == DType::kF16;
-  if (g.quant != ExpertQuant::kWeightOnly || g.block_m != kWeightOnlyTileM || g.b_dtype != DType::kE4M3FN || !act16 ||
-      g.c_dtype != g.a_dtype) {
+  const bool streaming = g.block_m == kWeightOnlyMmaSortedBlock;
+  if (g.quant != ExpertQuant::kWeightOnly || (!streaming && g.block_m != kWeightOnlyTileM) ||
+      g.b_dtype != DType::kE4M3FN || !act16 || g.c_dtype != g.a_dtype) {
     return false;
   }
   WeightOnlyMmArgs w;
@@ -55,7 +57,9 @@ bool run_weight_only_tiled(const GroupedGemmArgs& g, int device, cudaStream_t st
   }
   w.out = g.c;
   w.ldc = g.ldc;
-  if (w.m <= 0 || !weight_only_tiled_serves(w, device)) return false;
+  if (w.m <= 0 || !(streaming ? weight_only_mma_sorted_serves(w, device) : weight_only_tiled_serves(w, device))) {
+    return false;
+  }
   W8A16SortedRows rows;
   rows.sorted_ids = g.sorted_ids;
   rows.expert_ids = g.expert_ids;
@@ -65,7 +69,11 @@ bool run_weight_only_tiled(const GroupedGemmArgs& g, int device, cudaStream_t st
   rows.w_expert_stride = g.b_expert_stride;
   rows.scale_expert_stride = n_blocks * k_blocks;
   rows.slot_weight = g.slot_weight;
-  weight_only_tiled_sorted_cuda(w, rows, stream);
+  if (streaming) {
+    weight_only_mma_sorted_cuda(w, rows, stream);
+  } else {
+    weight_only_tiled_sorted_cuda(w, rows, stream);
+  }
   return true;
 }
 
@@ -76,7 +84,7 @@ void run_grouped_gemm(const GroupedGemmArgs& g, GroupedKernel kernel, int device
                "fused_experts: grouped GEMM arguments out of shape");
   const bool wgmma = kernel == GroupedKernel::kWgmma && grouped_gemm_sm90_wgmma_rejects(g, device).empty();
   FP8KIT_CHECK(g.k_splits == 1 || wgmma, ErrorCode::kInternal, "fused_experts: split K needs the wgmma grouped GEMM");
-  if (kernel == GroupedKernel::kW8A16 && run_weight_only_tiled(g, device, stream)) return;
+  if (kernel == GroupedKernel::kW8A16 && run_weight_only(g, device, stream)) return;
   if (wgmma) {
     grouped_gemm_sm90_wgmma(g, stream);
   } else if (kernel != GroupedKernel::kSimt && grouped_gemm_sm90_e4m3_rejects(g, device).empty()) {
