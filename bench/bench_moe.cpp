@@ -7,8 +7,9 @@
 // and the touched experts' weight bytes / time against the copy ceiling of the same run; and the
 // first grouped GEMM alone (the kernel and block size fused_experts picks, inputs prepared once).
 // The torch peer (bench/peers/moe_torch.py) runs in the same gpu-check.
-//   bench_moe [[--json] PATH] [--m LIST] [--models LIST] [--scalings per_tensor,block,weight_only] [--quick] [--no-graphs]
-//             [--fast-accum]
+//   bench_moe [[--json] PATH] [--m LIST] [--models LIST] [--scalings per_tensor,block,weight_only]
+//             [--quick] [--no-graphs] [--fast-accum]
+// weight_only: FP8 experts with bf16 activations (the path of GPUs without FP8 tensor cores).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -69,7 +70,8 @@ std::vector<std::string> split(const std::string& s) {
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [[--json] PATH] [--m 1,16,64,256,512,1024,2048,4096] [--models mixtral-8x7b,qwen3-30b-a3b,deepseek-v3]\n"
-               "          [--scalings per_tensor,block,weight_only] [--target-ms MS] [--quick] [--no-graphs] [--fast-accum]\n"
+               "          [--scalings per_tensor,block,weight_only] [--target-ms MS] [--quick] [--no-graphs]\n"
+               "          [--fast-accum]\n"
                "  JSON default: $FP8KIT_RESULTS_DIR/bench_moe.json, else ./gpu-results/bench_moe.json\n",
                argv0);
   std::exit(2);

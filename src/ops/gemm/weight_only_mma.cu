@@ -1,6 +1,8 @@
 // weight_only_mma: weight_only_mm (W8A16, the spec's Marlin path) for M <= 64 rows on 16-bit
 // tensor cores (mma.sync m16n8k16 bf16/f16 -> f32, sm_80+): the FP8 weights stream from memory in
-// 16-byte loads and are widened in registers; the weight bytes are the whole cost at decode.
+// 16-byte loads and are widened in registers; the weight bytes are the whole cost at decode. Also
+// the fused MoE's weight-only GEMMs at decode (kSorted: a CTA per moe_align block of 16 positions;
+// reference expert_gemm_ref, fused_experts_gemm_ref.cpp; tests test_fused_experts_cuda.cpp).
 //
 // Reference: weight_only_mm_ref (src/ops/gemm/weight_only_ref.cpp), which rounds each dequantized
 // weight fl32(decode(w) * s_w) and sums x * w_dq. Here the tensor cores multiply x by decode(w)

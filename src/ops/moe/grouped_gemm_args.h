@@ -1,7 +1,9 @@
 // Argument block of the fused MoE's grouped GEMMs on CUDA (the Triton fused_moe_kernel, spec
-// 1.10), filled by fused_experts_cuda.cpp, consumed by grouped_gemm_sm90_e4m3.cu (FP8 tensor
-// cores) and grouped_gemm_simt.cu (CUDA cores, every mode). The CPU counterpart is
-// ExpertGemmArgs (fused_experts_gemm_ref.h); the epilogue order is the same.
+// 1.10), filled by fused_experts_cuda.cpp, consumed by grouped_gemm_sm90_wgmma.cu,
+// grouped_gemm_sm90_sorted.cu and grouped_gemm_sm90_e4m3.cu (FP8 tensor cores), the weight-only
+// kernels of ops/gemm (16-bit tensor cores, through grouped_gemm_dispatch.cpp) and
+// grouped_gemm_simt.cu (CUDA cores, every mode). The CPU counterpart is ExpertGemmArgs
+// (fused_experts_gemm_ref.h); the epilogue order is the same.
 //
 // Rows: the moe_align_block_size segmentation. Sorted position p (0 <= p < num_post_pad, read on
 // the device) holds slot = sorted_ids[p]; slot >= num_slots is padding. The A row of a slot is
