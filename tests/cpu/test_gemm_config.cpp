@@ -1,6 +1,7 @@
 // GemmDesc -> GemmConfig: which backend serves which scaled_mm problem, and why not the others.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -24,27 +25,48 @@ GemmDesc aligned(int64_t m, int64_t n, int64_t k, int arch = 90) {
   return d;
 }
 
-TEST(GemmConfig, DecodeRunsOnlyWhenForced) {
+TEST(GemmConfig, DecodeServesPerRowAndSmallBlockProblems) {
   unsetenv("FP8KIT_GEMM_BACKEND");
   for (int64_t m : {1, 7, 16, 33, 64}) {
     GemmDesc d = aligned(m, 6144, 4096);
     EXPECT_EQ(decode_rejects(d), "") << m;
+    // Per-tensor scales stay on cuBLASLt at every M.
     EXPECT_EQ(select_gemm(d).backend, GemmBackend::kCublasLt) << m;
+    // Per-row scales (either operand) up to 32 rows.
+    for (const auto& [sa, sb] : std::vector<std::pair<ScaleKind, ScaleKind>>{
+             {ScaleKind::kRow, ScaleKind::kRow}, {ScaleKind::kRow, ScaleKind::kTensor}, {ScaleKind::kTensor, ScaleKind::kRow}}) {
+      d.scale_a = sa;
+      d.scale_b = sb;
+      EXPECT_EQ(select_gemm(d).backend, m <= 32 ? GemmBackend::kDecode : GemmBackend::kCublasLt) << m;
+    }
+    // Block scales below 16 rows.
+    d.scale_a = d.scale_b = ScaleKind::kBlock;
+    d.block_n = d.block_k = 128;
+    d.scale_a_column_major = true;
+    EXPECT_EQ(select_gemm(d).backend, m < 16 ? GemmBackend::kDecode : GemmBackend::kCublasLt) << m;
   }
-  // Block scaling that cuBLASLt declines goes to the generic kernel, not the decode kernel.
-  GemmDesc blk = aligned(16, 320, 256, 89);
+  // Block scaling that cuBLASLt declines: the decode kernel up to 64 rows, the wgmma kernel above,
+  // the generic kernel before sm_90.
+  GemmDesc blk = aligned(16, 320, 256);
   blk.scale_a = blk.scale_b = ScaleKind::kBlock;
-  blk.block_n = 64;
+  blk.block_n = 128;
   blk.block_k = 128;
   EXPECT_EQ(decode_rejects(blk), "");
+  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kDecode);
+  blk.m = 65;
+  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kWgmma);
+  blk.arch = 89;
   EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kFallback);
 }
 
 TEST(GemmConfig, DecodeRejectsWithAReason) {
   EXPECT_EQ(decode_rejects(aligned(16, 256, 256)), "");
-  EXPECT_EQ(decode_rejects(aligned(16, 256, 256, 80)), "no FP8 conversion instructions before sm_89");
+  EXPECT_EQ(decode_rejects(aligned(16, 256, 256, 89)), "the decode kernel runs wgmma (sm_90, built for sm_90a)");
   EXPECT_EQ(decode_rejects(aligned(65, 256, 256)), "M > 64 (a weight stream pays off for decode sizes only)");
-  EXPECT_EQ(decode_rejects(aligned(16, 256, 264)), "K is not a multiple of 16");
+  // A ragged K is zero-filled by the TMA; the rows must still start 16 bytes apart.
+  GemmDesc ragged = aligned(16, 256, 264);
+  ragged.lda = ragged.ldb = 272;
+  EXPECT_EQ(decode_rejects(ragged), "");
   GemmDesc stride = aligned(16, 256, 256);
   stride.ldb = 264;
   EXPECT_EQ(decode_rejects(stride), "a row stride is not a multiple of 16 bytes");
@@ -188,35 +210,57 @@ TEST(GemmConfig, DecodePlanCoversKWithNoEmptySplit) {
         const DecodeGemmPlan p = plan_decode_gemm(m, n, k, sms);
         const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " on " +
                                  std::to_string(sms);
-        EXPECT_EQ(p.token_groups, m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8) << what;
+        EXPECT_EQ(p.token_tile, m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64) << what;
         EXPECT_EQ(p.n_tiles, (n + kDecodeTileN - 1) / kDecodeTileN) << what;
         EXPECT_EQ(p.chunks, (k + kDecodeChunkK - 1) / kDecodeChunkK) << what;
         EXPECT_GE(p.splits, 1) << what;
         EXPECT_GE(p.chunks_per_split, 1) << what;
         EXPECT_GE(p.splits * p.chunks_per_split, p.chunks) << what;       // every chunk covered
         EXPECT_LT((p.splits - 1) * p.chunks_per_split, p.chunks) << what;  // the last split is not empty
-        EXPECT_LE(p.splits, 65535) << what;                                // grid.y
+        EXPECT_EQ(p.ctas, std::min<int64_t>(p.n_tiles * p.splits, int64_t(kDecodeCtasPerSm) * sms)) << what;
       }
     }
   }
 }
 
-TEST(GemmConfig, DecodePlanSplitsKOnlyWhenTheTilesCannotFillTheGpu) {
-  // 896 tiles fill 132 SMs: no split, no workspace, the epilogue in the main kernel.
-  EXPECT_EQ(plan_decode_gemm(16, 57344, 8192, 132).splits, 1);
-  EXPECT_EQ(plan_decode_gemm(1, 28672, 4096, 132).splits, 1);
+TEST(GemmConfig, DecodePlanSplitsKOnlyWhenTooFewTilesStream) {
+  // Enough tiles to pull the memory's bandwidth: no split, no workspace, the epilogue in the main
+  // kernel; the persistent grid is at most two CTAs a multiprocessor.
+  for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {57344, 8192}, {28672, 4096}, {6144, 4096}, {7168, 18432}, {8192, 28672}, {7168, 2048}}) {
+    const DecodeGemmPlan p = plan_decode_gemm(16, n, k, 132);
+    EXPECT_EQ(p.splits, 1) << n << "x" << k;
+    EXPECT_EQ(p.ctas, std::min<int64_t>(p.n_tiles, 264)) << n << "x" << k;
+  }
   // One chunk of K cannot be split.
   EXPECT_EQ(plan_decode_gemm(16, 256, 32, 132).splits, 1);
-  // 33 tiles of a 2112 x 7168 weight on 132 SMs: split until about 2 CTAs per SM stream.
+  // 64 tiles over 112 K tiles: one CTA each would stream for longer than the memory takes.
+  EXPECT_EQ(plan_decode_gemm(1, 4096, 14336, 132).splits, 2);
+  // 33 tiles of a 2112 x 7168 weight over 56 K tiles: three splits.
   const DecodeGemmPlan small_n = plan_decode_gemm(16, 2112, 7168, 132);
   EXPECT_EQ(small_n.n_tiles, 33);
-  EXPECT_EQ(small_n.splits, 8);
-  EXPECT_EQ(small_n.chunks_per_split, 7);
-  // On one SM nothing is gained by splitting a problem that already fills it.
-  EXPECT_EQ(plan_decode_gemm(16, 2112, 7168, 1).splits, 1);
+  EXPECT_EQ(small_n.splits, 3);
+  EXPECT_EQ(small_n.chunks_per_split, 19);
+  EXPECT_EQ(small_n.ctas, 99);
   // Splits grow as N shrinks.
   EXPECT_GT(plan_decode_gemm(16, 4096, 4096, 132).splits, plan_decode_gemm(16, 8192, 4096, 132).splits);
 }
+
+TEST(GemmConfig, DecodePlanTakesForcedSplits) {
+  const DecodeGemmPlan p = plan_decode_gemm(16, 6144, 4096, 132, "3");  // 32 K tiles: 11, 11, 10
+  EXPECT_EQ(p.splits, 3);
+  EXPECT_EQ(p.chunks_per_split, 11);
+  EXPECT_EQ(p.ctas, 264);
+  // More splits than K tiles: one K tile each, none empty.
+  const DecodeGemmPlan q = plan_decode_gemm(1, 256, 384, 132, "64");
+  EXPECT_EQ(q.splits, 3);
+  EXPECT_EQ(q.chunks_per_split, 1);
+  for (const char* bad : {"0", "65", "two", "4x", "-1"}) {
+    EXPECT_THROW(plan_decode_gemm(16, 6144, 4096, 132, bad), Error) << bad;
+  }
+  EXPECT_EQ(plan_decode_gemm(16, 6144, 4096, 132, "").splits, plan_decode_gemm(16, 6144, 4096, 132).splits);
+}
+
 TEST(GemmConfig, DescribeReadsTheArgs) {
   ScaledMmArgs a;
   a.m = 4;

@@ -1,5 +1,5 @@
 // scaled_mm on the GPU against the CPU reference and an fp64 reference: every scaling, output
-// dtype and bias, the wgmma kernel, cuBLASLt and the generic kernel (forced with
+// dtype and bias, the wgmma and decode kernels, cuBLASLt and the generic kernel (forced with
 // FP8KIT_GEMM_BACKEND), the wgmma kernel over many persistent tiles, ragged and misaligned shapes, exact results on integer grids, poisoned outputs, run-to-run
 // determinism.
 #include <cuda_runtime_api.h>
@@ -360,6 +360,74 @@ TEST(GemmCuda, WgmmaPersistentTilesAndTails) {
   narrowed.a = wide.a.narrow(1, 0, k).contiguous();
   narrowed.b = wide.b.narrow(1, 0, k).contiguous();
   expect_close(got, run_cpu(narrowed), term_magnitudes(narrowed), "ragged K");
+}
+
+// The decode kernel (FP8KIT_GEMM_BACKEND=decode, M <= 64): token tiles of 16, 32 and 64 with row
+// tails, N tails inside a 64-row tile, one K split and several (few tiles over a long K: the
+// partial sums and the reduction), odd and even K-tile counts, every scaling, dtype and bias; a
+// ragged K through padded rows; exact on an integer grid with and without splits.
+TEST(GemmCuda, DecodeKernelTilesSplitsAndTails) {
+  if (!has_wgmma()) GTEST_SKIP() << "the decode kernel needs sm_90";
+  std::mt19937 rng(29);
+  ForceBackend force("decode");
+  const std::vector<std::array<int64_t, 3>> shapes{{1, 256, 256},   {3, 200, 640},  {16, 2112, 7168}, {17, 320, 4096},
+                                                   {33, 136, 1152}, {64, 4096, 384}, {5, 64, 16384}};
+  int variant = 0;
+  for (Scaling s : {Scaling::kTensor, Scaling::kTokenChannel, Scaling::kTokenTensor, Scaling::kTensorChannel,
+                    Scaling::kBlock}) {
+    for (const auto& [m, n, k] : shapes) {
+      const DType out = std::array<DType, 3>{DType::kBF16, DType::kF16, DType::kF32}[variant % 3];
+      const bool bias = variant++ % 2 == 0;
+      const Problem p = make_problem(m, n, k, s, out, bias, rng);
+      expect_close(run_gpu(p), run_cpu(p), term_magnitudes(p),
+                   std::string("decode ") + scaling_name(s) + " out " + dtype_name(out) + (bias ? " bias" : "") +
+                       " m,n,k " + std::to_string(m) + "," + std::to_string(n) + "," + std::to_string(k));
+    }
+  }
+  // Ragged K (zero-filled by the TMA) through rows 4112 bytes apart, one split and several.
+  for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{{7, 8192}, {40, 96}}) {
+    const int64_t k = 4097, ld = 4112;
+    Problem wide = make_problem(m, n, ld, Scaling::kTokenChannel, DType::kF32, true, rng);
+    ScaledMmOptions o;
+    o.out_dtype = DType::kF32;
+    o.bias = wide.bias.to(kGpu);
+    o.output = Tensor::empty({m, n}, DType::kF32, kGpu);
+    o.output.fill_bytes_(0xff);
+    const Tensor got = ops::scaled_mm(wide.a.to(kGpu).narrow(1, 0, k), wide.b.to(kGpu).narrow(1, 0, k),
+                                      wide.sa.to(kGpu), wide.sb.to(kGpu), o)
+                           .to(Device::cpu());
+    Problem narrowed = wide;
+    narrowed.a = wide.a.narrow(1, 0, k).contiguous();
+    narrowed.b = wide.b.narrow(1, 0, k).contiguous();
+    expect_close(got, run_cpu(narrowed), term_magnitudes(narrowed), "decode ragged K, n " + std::to_string(n));
+  }
+  // Integer grid, power-of-two scales: every 128-wide tile's partial sum (|.| <= 128 * 9) is exact
+  // in the tensor cores and every promotion and split sum is exact in f32.
+  std::uniform_int_distribution<int> v(-3, 3), e(-3, 2);
+  auto pow2 = [&](const Shape& shape) {
+    Tensor t = Tensor::empty(shape, DType::kF32);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::ldexp(1.0f, e(rng));
+    return t;
+  };
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{16, 256, 4096}, {64, 8192, 512}, {2, 384, 1024}}) {
+    std::vector<float> av(m * k), bv(n * k);
+    for (float& x : av) x = float(v(rng));
+    for (float& x : bv) x = float(v(rng));
+    Problem p;
+    p.a = e4m3_from(av, m, k);
+    p.b = e4m3_from(bv, n, k);
+    p.out = DType::kF32;
+    p.sa = pow2({m, 1});
+    p.sb = pow2({n});
+    const Tensor y1 = run_gpu(p), y1_ref = run_cpu(p);
+    EXPECT_EQ(std::memcmp(y1.data_ptr(), y1_ref.data_ptr(), y1.nbytes()), 0) << "decode token x channel " << m << "," << n;
+    p.sa = pow2({k / 128, m}).t();
+    p.sb = pow2({n / 128, k / 128});
+    p.block = std::make_pair(128, 128);
+    const Tensor y2 = run_gpu(p), y2_ref = run_cpu(p), y3 = run_gpu(p);
+    EXPECT_EQ(std::memcmp(y2.data_ptr(), y2_ref.data_ptr(), y2.nbytes()), 0) << "decode block " << m << "," << n;
+    EXPECT_EQ(std::memcmp(y2.data_ptr(), y3.data_ptr(), y2.nbytes()), 0) << "decode block, second run " << m << "," << n;
+  }
 }
 
 }  // namespace

@@ -53,6 +53,11 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
         : "memory");
   } while (done == 0);
 }
+// Starts fetching the TMA descriptor `map` (a __grid_constant__ kernel parameter) so that the
+// first load through it does not wait for it.
+__device__ __forceinline__ void tma_prefetch_descriptor(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+}
 // TMA: the box of `map` at coordinates (c0, c1, c2) -> shared `dst`, completing `bytes` on `bar`.
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int32_t c0, int32_t c1, int32_t c2,
                                             uint32_t bar) {

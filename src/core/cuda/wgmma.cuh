@@ -79,12 +79,32 @@ template <int N>
 __device__ __forceinline__ void wgmma_e4m3(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate);
 
 template <>
+__device__ __forceinline__ void wgmma_e4m3<8>(float (&d)[4], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+  FP8KIT_WGMMA_ASM(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+}
+
+template <>
 __device__ __forceinline__ void wgmma_e4m3<16>(float (&d)[8], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
   FP8KIT_WGMMA_ASM(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
       "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
       : FP8KIT_WGMMA_D8(0)
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_e4m3<32>(float (&d)[16], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+  FP8KIT_WGMMA_ASM(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+      : FP8KIT_WGMMA_D8(0), FP8KIT_WGMMA_D8(8)
       : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
 }
 

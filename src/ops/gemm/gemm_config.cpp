@@ -1,9 +1,11 @@
 #include "ops/gemm/gemm_config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "core/check.h"
 
@@ -66,15 +68,21 @@ std::string cublaslt_rejects(const GemmDesc& d) {
 }
 
 std::string decode_rejects(const GemmDesc& d) {
-  if (d.arch < 89) return "no FP8 conversion instructions before sm_89";
+  if (d.arch != 90) return "the decode kernel runs wgmma (sm_90, built for sm_90a)";
   if (d.m > kDecodeMaxM) return "M > 64 (a weight stream pays off for decode sizes only)";
-  // 16-byte loads and copies, zero-filled past K in whole 16-byte pieces.
-  if (d.k % 16 != 0) return "K is not a multiple of 16";
+  // TMA reads rows at 16-byte aligned addresses; K itself may be ragged (zero-filled).
   if (d.lda % 16 != 0 || d.ldb % 16 != 0) return "a row stride is not a multiple of 16 bytes";
   if (!d.pointers_16b_aligned) return "an operand is not 16-byte aligned";
-  // One 128-wide chunk is the unit of the scale promotion.
+  if (d.k <= 0) return "K is 0";
+  if (d.n > 0x7fffffff || d.k > 0x7fffffff) return "a dimension past the TMA coordinate range";
+  // One 128-wide K tile is the unit of the scale promotion.
   if (d.scale_a == ScaleKind::kBlock && d.block_k != kDecodeChunkK) return "block_k is not 128";
   return "";
+}
+
+bool decode_beats_cublaslt(const GemmDesc& d) {
+  if (d.scale_a == ScaleKind::kBlock) return d.m < 16;
+  return (d.scale_a == ScaleKind::kRow || d.scale_b == ScaleKind::kRow) && d.m <= kDecodePerRowMaxM;
 }
 
 std::string wgmma_rejects(const GemmDesc& d) {
@@ -95,36 +103,51 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// About 1 us of the copy ceiling (4.28 TB/s): the reduction kernel's launch and drain.
-constexpr double kDecodeReduceLaunchBytes = 4.0 * 1024 * 1024;
+// The decode kernel's cost model (plan_decode_gemm), measured on the H200 with its K splits forced
+// (1, 2, 4 and 8 on the 11 shapes of bench_gemm at M = 1 and 16): the weights stream at ~3.9 TB/s
+// when enough CTAs pull, one CTA streams ~40 GB/s (its ring of K tiles in flight), and a split
+// costs ~1.5 us (the reduction kernel after the main one) plus its partial sums' traffic.
+constexpr double kDecodeBytesPerUs = 3.9e6;
+constexpr double kDecodeCtaBytesPerUs = 4.0e4;
+constexpr double kDecodeSplitUs = 1.5;
 
 }  // namespace
 
-DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms) {
+DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms, const char* forced_k_splits) {
   DecodeGemmPlan p;
-  p.token_groups = decode_token_groups(m);
+  p.token_tile = decode_token_tile(m);
   p.n_tiles = ceil_div(n, kDecodeTileN);
   p.chunks = ceil_div(k, kDecodeChunkK);
-  const int64_t sms = std::max(num_sms, 1);
-  const int64_t slots = sms * decode_ctas_per_sm(p.token_groups);
-  const int64_t saturating = std::min(slots, sms * kDecodeSaturatingCtasPerSm);
-  const int64_t tile_chunk_bytes = kDecodeTileN * kDecodeChunkK;
+  const int64_t slots = int64_t(std::max(num_sms, 1)) * kDecodeCtasPerSm;
+  const std::string_view forced = forced_k_splits != nullptr ? forced_k_splits : "";
+  if (!forced.empty()) {
+    int64_t splits = 0;
+    const auto [end, ec] = std::from_chars(forced.data(), forced.data() + forced.size(), splits);
+    FP8KIT_CHECK_ARG(ec == std::errc() && end == forced.data() + forced.size() && splits >= 1 && splits <= 64,
+                     "FP8KIT_DECODE_K_SPLITS={}: expected a count from 1 to 64", forced);
+    p.chunks_per_split = ceil_div(p.chunks, std::min(splits, p.chunks));
+    p.splits = ceil_div(p.chunks, p.chunks_per_split);  // no empty split
+    p.ctas = std::min(p.n_tiles * p.splits, slots);
+    return p;
+  }
+  const double tile_bytes = double(kDecodeTileN * kDecodeChunkK);
+  const double weight_us = double(p.n_tiles * p.chunks) * tile_bytes / kDecodeBytesPerUs;
   double best = std::numeric_limits<double>::infinity();
   for (int64_t per = p.chunks; per >= 1; --per) {
     const int64_t splits = ceil_div(p.chunks, per);
     if (per > 1 && ceil_div(p.chunks, per - 1) == splits) continue;  // as many splits, shorter ones
-    const int64_t ctas = p.n_tiles * splits;
-    const int64_t full_waves = ctas / slots, rest = ctas % slots;
-    // CTA-times of the waves; every CTA streams `per` chunks of its tile.
-    const double cta_slots = double(full_waves * slots) + (rest > 0 ? double(std::max(rest, saturating)) : 0.0);
-    double cost = cta_slots * double(per * tile_chunk_bytes);
-    if (splits > 1) cost += double(splits) * double(m) * double(n) * 8.0 + kDecodeReduceLaunchBytes;
-    if (cost < best) {  // ties keep fewer splits (the loop counts splits up)
-      best = cost;
+    const int64_t items = p.n_tiles * splits, ctas = std::min(items, slots);
+    // The busiest CTA streams ceil(items / ctas) items of `per` K tiles, unless the memory is slower.
+    const double cta_us = double(ceil_div(items, ctas) * per) * tile_bytes / kDecodeCtaBytesPerUs;
+    double us = std::max(weight_us, cta_us);
+    if (splits > 1) us += kDecodeSplitUs + 2.0 * double(splits) * double(m) * double(n) * 4.0 / kDecodeBytesPerUs;
+    if (us < best) {  // ties keep fewer splits (the loop counts splits up)
+      best = us;
       p.splits = splits;
       p.chunks_per_split = per;
     }
   }
+  p.ctas = std::min(p.n_tiles * p.splits, slots);
   return p;
 }
 
@@ -171,12 +194,17 @@ GemmConfig select_gemm(const GemmDesc& d) {
                  "FP8KIT_GEMM_BACKEND=cublaslt cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_cublaslt);
     return {GemmBackend::kCublasLt, ""};
   }
-  // The decode kernel runs only when forced: measured on the H200 it streams weights at 0.25-0.8x
-  // the speed of cuBLASLt at M <= 64 and one block-scaled shape (24576 x 7168, M = 16) verified
-  // wrong (docs/PERFORMANCE.md), so it stays out of the default choice until it wins and passes.
-  // The wgmma kernel measured 0.75-0.9x cuBLASLt where both can serve (docs/PERFORMANCE.md), so
-  // it takes what cuBLASLt cannot: ragged N or output strides, block scales whose shapes or
-  // layouts cuBLASLt's block modes reject.
+  // The decode kernel where it measured faster than cuBLASLt on the H200 (docs/PERFORMANCE.md):
+  // per-row scales up to kDecodePerRowMaxM rows (cuBLASLt's outer-vector mode, padded to 16 rows
+  // below that: the decode kernel ran 1.2-3.1x faster at M <= 16, 1.1-1.8x at M = 32), block
+  // scales below 16 rows (the padded 16-row cuBLASLt problem: 1.2-2.4x), and every decode size
+  // cuBLASLt cannot serve (the wgmma kernel's 128-row tiles are mostly padding there). Per-tensor
+  // scales stay on cuBLASLt (the decode kernel measured 0.84-1.07x it), as do larger M. The wgmma
+  // kernel measured 0.75-0.9x cuBLASLt where both can serve, so it takes what cuBLASLt cannot:
+  // ragged N or output strides, block scales whose shapes or layouts cuBLASLt's block modes reject.
+  if (why_not_decode.empty() && (decode_beats_cublaslt(d) || !why_not_cublaslt.empty())) {
+    return {GemmBackend::kDecode, why_not_cublaslt.empty() ? "" : "cublaslt: " + why_not_cublaslt};
+  }
   if (why_not_cublaslt.empty()) return {GemmBackend::kCublasLt, ""};
   if (why_not_wgmma.empty()) return {GemmBackend::kWgmma, "cublaslt: " + why_not_cublaslt};
   return {GemmBackend::kFallback, "cublaslt: " + why_not_cublaslt + "; wgmma: " + why_not_wgmma};

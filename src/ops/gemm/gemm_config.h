@@ -12,7 +12,7 @@
 namespace fp8kit::ops {
 
 enum class GemmBackend : uint8_t {
-  kDecode,    // sm90_e4m3_gemm_decode: weight-streaming kernel for M <= 64 (FP8KIT_GEMM_BACKEND=decode only)
+  kDecode,    // sm90_e4m3_gemm_decode: weight-streaming wgmma kernel for M <= 64 on sm_90
   kWgmma,     // sm90_e4m3_gemm_wgmma: TMA + wgmma tiles with K-block promotion, prefill sizes on sm_90
   kCublasLt,  // cuBLASLt FP8 matmul: per-tensor, outer-vector (token x channel), 128x128 block modes
   kFallback,  // fp8kit's generic CUDA kernel: any shape, stride, scaling and block size (slow)
@@ -64,40 +64,42 @@ struct WgmmaGemmPlan {
 };
 WgmmaGemmPlan plan_wgmma_gemm(int64_t m, int64_t n, int num_sms, bool fast_accum = false);
 
-// sm90_e4m3_gemm_decode. Each CTA streams a kDecodeTileN-row tile of b over a K range that is a
-// whole number of kDecodeChunkK chunks (the 128-wide K-blocks of block scaling), one 16-row slice
-// per warp; K-splits write f32 partials that a second kernel sums in split order.
+// sm90_e4m3_gemm_decode: the weights stream through wgmma as its M side (kDecodeTileN rows of b a
+// CTA) and the tokens are its N side (a token tile of 8, 16, 32 or 64), over K ranges of whole
+// kDecodeChunkK-wide K tiles (the 128-wide K-blocks of block scaling). A persistent grid of
+// kDecodeCtasPerSm CTAs a multiprocessor walks the (tile, K split) items; K splits write f32
+// partials that a second kernel sums in split order.
 inline constexpr int64_t kDecodeMaxM = 64;
-inline constexpr int kDecodeWarps = 4;
-inline constexpr int64_t kDecodeTileN = 16 * kDecodeWarps;
+inline constexpr int64_t kDecodeTileN = 64;
 inline constexpr int64_t kDecodeChunkK = 128;
+inline constexpr int kDecodeCtasPerSm = 2;
 
-// Tokens go to the mma's n = 8 side: 1, 2, 4 or 8 groups of 8 rows of a (a compile-time choice).
-constexpr int decode_token_groups(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
-// Resident CTAs per SM that the kernel's __launch_bounds__ asks for (registers grow with the
-// accumulators).
-constexpr int decode_ctas_per_sm(int token_groups) { return token_groups <= 2 ? 4 : token_groups == 4 ? 3 : 2; }
-// Each warp keeps kDecodeStages - 1 chunks of weight loads in flight: 2 CTAs per SM hold 32 KiB,
-// about what it takes to cover the memory latency at full bandwidth (a guess to check on the GPU).
-inline constexpr int kDecodeStages = 3;
-inline constexpr int kDecodeSaturatingCtasPerSm = 2;
+// The token tile (wgmma's N) for M rows of a.
+constexpr int decode_token_tile(int64_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 
 // "" when the decode kernel can serve `desc`, otherwise why not.
 std::string decode_rejects(const GemmDesc& desc);
 
+// Whether the decode kernel measured faster than cuBLASLt for problems like `desc` (select_gemm).
+inline constexpr int64_t kDecodePerRowMaxM = 32;
+bool decode_beats_cublaslt(const GemmDesc& desc);
+
 struct DecodeGemmPlan {
-  int token_groups = 1;
-  int64_t n_tiles = 0;           // grid.x: ceil(N / kDecodeTileN)
+  int token_tile = 16;
+  int64_t n_tiles = 0;           // ceil(N / kDecodeTileN)
   int64_t chunks = 0;            // ceil(K / kDecodeChunkK)
-  int64_t splits = 1;            // grid.y: K ranges, none empty
+  int64_t splits = 1;            // K ranges, none empty
   int64_t chunks_per_split = 0;  // split s covers chunks [s * chunks_per_split, min(chunks, (s + 1) * ...))
+  int64_t ctas = 0;              // the persistent grid: min(n_tiles * splits, resident CTAs)
 };
 
-// Tiles and K-splits for an M x N x K problem on `num_sms` SMs, from a cost model in bytes: waves
-// of CTAs (a wave of fewer than kDecodeSaturatingCtasPerSm CTAs per SM takes as long as one of
-// that many: too few loads in flight to cover the memory latency) plus, when split, the f32
-// partials written and read back and the reduction kernel's launch.
-DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms);
+// Tiles and K-splits for an M x N x K problem on `num_sms` SMs, from a cost model in time: the
+// weights over the memory bandwidth, or the busiest CTA's K tiles over one CTA's stream rate if
+// slower (few tiles over a long K), plus each split's reduction (gemm_config.cpp has the measured
+// constants).
+// `forced_k_splits` (FP8KIT_DECODE_K_SPLITS, a count from 1 to 64, else an error) replaces the
+// model's choice (benchmarks).
+DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms, const char* forced_k_splits = nullptr);
 
 // weight_only_mm's tiled tensor-core kernel (weight_only_tiled.cu): 128 x 128 output tiles, K in
 // tiles of 32, two CTAs a multiprocessor.

@@ -1,6 +1,6 @@
 // The CUDA entry of scaled_mm: GemmDesc -> GemmConfig (gemm_config.h), then the chosen backend
-// (the wgmma kernel of sm90_e4m3_gemm_wgmma.cu, cuBLASLt, the generic kernel, or when forced the
-// decode kernel of sm90_e4m3_gemm_decode.cu).
+// (the decode kernel of sm90_e4m3_gemm_decode.cu, the wgmma kernel of sm90_e4m3_gemm_wgmma.cu,
+// cuBLASLt or the generic kernel).
 // With per-row or block activation scales and fewer than 16 rows, cuBLASLt (CUDA 13.0, H200)
 // either finds no algorithm or picks one 20x slower than at 16 rows (measured at M = 1: 250 us
 // against 20 us for a 6144 x 4096 weight): such problems run padded to 16 rows of zeros. A
@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/tensor.h"
@@ -108,7 +109,8 @@ void scaled_mm_cuda(const ScaledMmArgs& args, Stream stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream.handle);
   const GemmConfig config = select_gemm(describe(args, current_arch()));
   if (config.backend == GemmBackend::kDecode) {
-    sm90_e4m3_gemm_decode(args, plan_decode_gemm(args.m, args.n, args.k, sm_count()), s);
+    sm90_e4m3_gemm_decode(args, plan_decode_gemm(args.m, args.n, args.k, sm_count(), std::getenv("FP8KIT_DECODE_K_SPLITS")),
+                          s);
     return;
   }
   if (config.backend == GemmBackend::kWgmma) {

@@ -1,5 +1,5 @@
 // sm90_e4m3_gemm_decode: scaled_mm for decode sizes (M <= 64) as one pass over the weights, on
-// sm_89 and newer. Its problems and tiling come from gemm_config.h (decode_rejects, plan_decode_gemm).
+// sm_90 (wgmma). Its problems and tiling come from gemm_config.h (decode_rejects, plan_decode_gemm).
 #pragma once
 
 #include <cuda_runtime_api.h>
