@@ -44,6 +44,7 @@
 #include "core/cuda/pdl.cuh"
 #include "core/cuda/tensor_map.h"
 #include "core/cuda/wgmma.cuh"
+#include "core/cuda/wgmma_pipeline.cuh"
 #include "fp8kit/half.h"
 #include "fp8kit/tensor.h"
 
@@ -337,33 +338,8 @@ __global__ void __launch_bounds__(DecodeTraits<kBT, kBlock>::kThreads, kDecodeCt
       if (lane == 0) cuda::mbarrier_arrive(smem_u32(&s_empty[stage]));
     };
 
-    // Tiles go in pairs, so that each fragment has one fixed role per step (ptxas then keeps the
-    // wgmmas asynchronous).
     const int num_k_tiles = t.num_k_tiles;
-    TileScales s0 = tile_scales(0), s1;
-    issue(part0, 0);
-    int kt = 1;
-    for (; kt + 1 < num_k_tiles; kt += 2) {
-      s1 = tile_scales(kt);
-      issue(part1, kt);
-      cuda::wgmma_wait<1>();  // tile kt - 1 is done
-      retire(part0, kt - 1, s0);
-      s0 = tile_scales(kt + 1);
-      issue(part0, kt + 1);
-      cuda::wgmma_wait<1>();  // tile kt is done
-      retire(part1, kt, s1);
-    }
-    if (kt < num_k_tiles) {  // an even tile count: one more, into part1
-      s1 = tile_scales(kt);
-      issue(part1, kt);
-      cuda::wgmma_wait<1>();
-      retire(part0, kt - 1, s0);
-      cuda::wgmma_wait<0>();
-      retire(part1, kt, s1);
-    } else {
-      cuda::wgmma_wait<0>();
-      retire(part0, kt - 1, s0);
-    }
+    cuda::promoted_k_loop(num_k_tiles, part0, part1, tile_scales, issue, retire);
     it += uint32_t(num_k_tiles);
 
     // acc[4 j + e] is (row lo (e < 2) or hi, token 8 j + 2 lt + e % 2). The outputs are M x N,

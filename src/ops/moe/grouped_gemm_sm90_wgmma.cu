@@ -60,6 +60,7 @@
 #include "core/cuda/pdl.cuh"
 #include "core/cuda/tensor_map.h"
 #include "core/cuda/wgmma.cuh"
+#include "core/cuda/wgmma_pipeline.cuh"
 #include "fp8kit/half.h"
 #include "ops/moe/grouped_gemm_cuda.h"
 
@@ -398,32 +399,7 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
         retire(part0, kt, sb);
       }
     } else {
-      // Tiles go in pairs, so that each fragment has one fixed role per step (ptxas then keeps the
-      // wgmmas asynchronous).
-      RowScales sb0 = row_scales(0), sb1;
-      issue(part0, 0);
-      int kt = 1;
-      for (; kt + 1 < num_k_tiles; kt += 2) {
-        sb1 = row_scales(kt);
-        issue(part1, kt);
-        cuda::wgmma_wait<1>();  // tile kt - 1 is done
-        retire(part0, kt - 1, sb0);
-        sb0 = row_scales(kt + 1);
-        issue(part0, kt + 1);
-        cuda::wgmma_wait<1>();  // tile kt is done
-        retire(part1, kt, sb1);
-      }
-      if (kt < num_k_tiles) {  // an even tile count: one more, into part1
-        sb1 = row_scales(kt);
-        issue(part1, kt);
-        cuda::wgmma_wait<1>();
-        retire(part0, kt - 1, sb0);
-        cuda::wgmma_wait<0>();
-        retire(part1, kt, sb1);
-      } else {
-        cuda::wgmma_wait<0>();
-        retire(part0, kt - 1, sb0);
-      }
+      cuda::promoted_k_loop(num_k_tiles, part0, part1, row_scales, issue, retire);
     }
     it += uint32_t(num_k_tiles);
 
