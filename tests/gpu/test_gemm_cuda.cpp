@@ -204,12 +204,9 @@ TEST(GemmCuda, RaggedAndMisalignedShapesTakeTheGenericKernel) {
   expect_close(got, want, term_magnitudes(narrowed), "strided a, column-major b");
 }
 
-TEST(GemmCuda, ExactOnIntegerGrids) {
-  std::mt19937 rng(9);
-  std::uniform_int_distribution<int> v(-3, 3), e(-3, 2);
-  // |partial sums| <= 512 * 9 < 2^13: exact even in the tensor cores' reduced-precision FP8
-  // accumulation (about 14 bits on Hopper). K = 512 keeps the block case on cuBLASLt.
-  const int64_t m = 64, n = 256, k = 512;
+// Operands on the integer grid -3 .. 3 (exact in e4m3) and an f32 output; scales set by the caller.
+Problem integer_grid_problem(int64_t m, int64_t n, int64_t k, std::mt19937& rng) {
+  std::uniform_int_distribution<int> v(-3, 3);
   std::vector<float> av(m * k), bv(n * k);
   for (float& x : av) x = float(v(rng));
   for (float& x : bv) x = float(v(rng));
@@ -217,11 +214,24 @@ TEST(GemmCuda, ExactOnIntegerGrids) {
   p.a = e4m3_from(av, m, k);
   p.b = e4m3_from(bv, n, k);
   p.out = DType::kF32;
-  auto pow2 = [&](const Shape& shape) {
-    Tensor t = Tensor::empty(shape, DType::kF32);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::ldexp(1.0f, e(rng));
-    return t;
-  };
+  return p;
+}
+
+// Scales 2^-3 .. 2^2: every product with them is exact.
+Tensor pow2_scales(const Shape& shape, std::mt19937& rng) {
+  std::uniform_int_distribution<int> e(-3, 2);
+  Tensor t = Tensor::empty(shape, DType::kF32);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::ldexp(1.0f, e(rng));
+  return t;
+}
+
+TEST(GemmCuda, ExactOnIntegerGrids) {
+  std::mt19937 rng(9);
+  // |partial sums| <= 512 * 9 < 2^13: exact even in the tensor cores' reduced-precision FP8
+  // accumulation (about 14 bits on Hopper). K = 512 keeps the block case on cuBLASLt.
+  const int64_t m = 64, n = 256, k = 512;
+  Problem p = integer_grid_problem(m, n, k, rng);
+  auto pow2 = [&](const Shape& shape) { return pow2_scales(shape, rng); };
   for (const Backend backend : backends()) {
     ForceBackend force(backend.name);
     p.sa = pow2({m, 1});
@@ -403,20 +413,9 @@ TEST(GemmCuda, DecodeKernelTilesSplitsAndTails) {
   }
   // Integer grid, power-of-two scales: every 128-wide tile's partial sum (|.| <= 128 * 9) is exact
   // in the tensor cores and every promotion and split sum is exact in f32.
-  std::uniform_int_distribution<int> v(-3, 3), e(-3, 2);
-  auto pow2 = [&](const Shape& shape) {
-    Tensor t = Tensor::empty(shape, DType::kF32);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::ldexp(1.0f, e(rng));
-    return t;
-  };
+  auto pow2 = [&](const Shape& shape) { return pow2_scales(shape, rng); };
   for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{16, 256, 4096}, {64, 8192, 512}, {2, 384, 1024}}) {
-    std::vector<float> av(m * k), bv(n * k);
-    for (float& x : av) x = float(v(rng));
-    for (float& x : bv) x = float(v(rng));
-    Problem p;
-    p.a = e4m3_from(av, m, k);
-    p.b = e4m3_from(bv, n, k);
-    p.out = DType::kF32;
+    Problem p = integer_grid_problem(m, n, k, rng);
     p.sa = pow2({m, 1});
     p.sb = pow2({n});
     const Tensor y1 = run_gpu(p), y1_ref = run_cpu(p);
