@@ -129,7 +129,7 @@ TEST(MoeActivationCuda, StridedRowsAndSpecialValues) {
 
 TEST(MoeSumCuda, BitExactForEveryTopK) {
   for (const DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
-    for (const int64_t top_k : {1, 2, 3, 4, 5, 8}) {
+    for (const int64_t top_k : {1, 2, 3, 4, 5, 8, 9, 16}) {
       for (const auto& [m, d] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 7}, {129, 8}, {64, 2048}, {5, 1031}}) {
         const uint32_t seed = next_seed();
         const Case c{"moe_sum", {m, top_k, d}, dtype, dtype, seed, ""};
