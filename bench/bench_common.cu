@@ -100,6 +100,27 @@ __global__ void read_flush_kernel(const uint4* buffer, int64_t vectors, unsigned
   if (acc == pass + 0x9e3779b9u) *sink = acc;  // practically never true; the loads must stay
 }
 
+// Reads vectors [0, n) once: each thread kLoads 16-byte loads in flight a step, a grid of whole
+// multiprocessors striding over them. The xor keeps the loads.
+template <int kLoads>
+__global__ void stream_read_kernel(const uint4* data, int64_t n, unsigned* sink) {
+  unsigned acc = 0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kLoads - 1) * stride < n; i += kLoads * stride) {
+    uint4 v[kLoads];
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) v[j] = __ldcs(data + i + j * stride);
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 v = __ldcs(data + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x7f4a7c15u) *sink = acc;  // practically never true
+}
+
 int grid_for(int64_t work, int threads) {
   int device = 0, sms = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
@@ -178,6 +199,23 @@ L2Flusher::L2Flusher(size_t l2_bytes, FlushMode mode) : mode_(mode) {
 L2Flusher::~L2Flusher() {
   cudaFree(buffer_);
   cudaFree(sink_);
+}
+
+Timing measure_stream_read(const void* data, size_t bytes, Timer& timer, cudaStream_t stream) {
+  int device = 0, sms = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  unsigned* sink = nullptr;
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&sink), sizeof(unsigned)), "cudaMalloc(read sink)");
+  const auto* vectors = static_cast<const uint4*>(data);
+  const int64_t n = static_cast<int64_t>(bytes / 16);
+  constexpr int kThreads = 512;
+  const Timing four = timer.time([&](int) { stream_read_kernel<4><<<4 * sms, kThreads, 0, stream>>>(vectors, n, sink); });
+  const Timing eight = timer.time([&](int) { stream_read_kernel<8><<<4 * sms, kThreads, 0, stream>>>(vectors, n, sink); });
+  check_cuda(cudaGetLastError(), "stream_read_kernel");
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  check_cuda(cudaFree(sink), "cudaFree");
+  return four.median_us <= eight.median_us ? four : eight;
 }
 
 void L2Flusher::flush(cudaStream_t stream) {

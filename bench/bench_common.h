@@ -128,6 +128,12 @@ struct CopyCeiling {
 // cudaMemcpyAsync of 1 GiB device to device, timed like the kernels; bytes = read + written.
 CopyCeiling measure_copy(Timer& timer, cudaStream_t stream);
 
+// The time of streaming `bytes` from `data` (device memory, 16-byte aligned) into the
+// multiprocessors and no further: the floor of a kernel that must read them once, launch and
+// ramp included (a decode GEMM's weights). The faster of two read kernels (16-byte loads, 4 or 8
+// in flight a thread, every multiprocessor full), timed like the kernels (L2 flushed).
+Timing measure_stream_read(const void* data, size_t bytes, Timer& timer, cudaStream_t stream);
+
 // ---- reports -----------------------------------------------------------------------------------
 
 std::string iso_time_utc();  // "2026-11-30T12:00:00Z"

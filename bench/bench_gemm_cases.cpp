@@ -344,6 +344,13 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
     const double block_base = 8.0 * std::sqrt(3.0) / (std::sqrt(double(k)) * kE4m3Rms);
     w.sb_block_h = host_f32(random_scales(ceil_div(n, kBlock) * (k / kBlock), block_base, rng),
                             {ceil_div(n, kBlock), k / kBlock});
+    // The read floor of the weights where a case streams them (decode sizes).
+    double read_us_w8 = -1, read_us_wbf = -1;
+    if (std::any_of(work.begin(), work.end(), [](const auto& item) { return item.first <= kReadFloorMaxM; })) {
+      check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (weights)");
+      if (need_fp8) read_us_w8 = measure_stream_read(w.w8[0].data_ptr(), size_t(n * k), timer_, stream_).median_us;
+      if (need_bf16) read_us_wbf = measure_stream_read(w.wbf[0].data_ptr(), size_t(2 * n * k), timer_, stream_).median_us;
+    }
     w.sb_tensor = w.sb_tensor_h.to(gpu);
     w.sb_channel = w.sb_channel_h.to(gpu);
     w.sb_block = w.sb_block_h.to(gpu);
@@ -435,6 +442,10 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
           r.pct_peak = 100.0 * r.tflops / r.peak_tflops;
           r.weight_gbps = r.weight_bytes / (t * 1e3);
           r.pct_copy = 100.0 * r.weight_gbps / copy_.gbps;
+          if (m <= kReadFloorMaxM) {
+            r.read_us = bf16 ? read_us_wbf : read_us_w8;
+            r.pct_read = r.read_us > 0 ? 100.0 * r.read_us / t : 0.0;
+          }
           if (!r.verify_ok) {
             r.verdict = "FAIL";
           } else if (r.target.empty()) {
@@ -451,8 +462,9 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
           cudaStreamSynchronize(stream_);
         }
         if (r.error.empty()) {
-          fmt::print("  {:<18} {:>11} M={:<5} {:>10.2f} us {:>7.1f} TF/s {:>6.2f} TB/s w {:>5.1f}% copy  {}\n",
-                     r.scaling, r.shape, r.m, r.timing.median_us, r.tflops, r.weight_gbps / 1e3, r.pct_copy,
+          const std::string read = r.read_us > 0 ? fmt::format(" {:>5.1f}% read", r.pct_read) : "";
+          fmt::print("  {:<18} {:>11} M={:<5} {:>10.2f} us {:>7.1f} TF/s {:>6.2f} TB/s w {:>5.1f}% copy{}  {}\n",
+                     r.scaling, r.shape, r.m, r.timing.median_us, r.tflops, r.weight_gbps / 1e3, r.pct_copy, read,
                      r.verify_ok ? "verified" : "VERIFY FAIL: " + r.verify_note);
         } else {
           fmt::print("  {:<18} {:>11} M={:<5} error: {}\n", r.scaling, r.shape, r.m, r.error);

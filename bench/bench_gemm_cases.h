@@ -41,6 +41,7 @@ constexpr double kLargeTargetTflops = 1450.0;  // M >= 2048 on weights >= kLarge
 constexpr int64_t kLargeMinM = 2048;
 constexpr double kDecodeTargetPctCopy = 85.0;  // weight bytes / time, M <= 16, weights >= 32 MiB
 constexpr int64_t kDecodeMaxM = 16;
+constexpr int64_t kReadFloorMaxM = 64;  // cases timed against the weights' read floor
 constexpr double kLargeWeightBytes = 32.0 * 1024 * 1024;
 
 struct GemmCaseResult {
@@ -58,6 +59,9 @@ struct GemmCaseResult {
   double tflops = 0, pct_peak = 0, peak_tflops = 0;
   double weight_gbps = 0, pct_copy = 0;  // weight bytes / median, over the copy ceiling
   double b2b_us = -1;                    // decode sizes only
+  // Decode sizes (M <= 64): the time of streaming the weight bytes alone (measure_stream_read on
+  // the same weights, same run), and that time over the median in percent.
+  double read_us = -1, pct_read = 0;
   bool verify_ok = false;
   std::string verify_note;
   int64_t verify_elements = 0;

@@ -97,21 +97,26 @@ def verdict(c, checks):
     return "pass" if not missed else "miss: " + ", ".join(missed)
 
 
+def pct_read(c):
+    """The weights' read floor (bench_gemm's stream-read kernel, same run) over fp8kit's time."""
+    return f"{c['pct_read']:.1f}%" if c.get("pct_read") is not None else "-"
+
+
 def error_row(c, columns):
     return f"| {c['model']} | {c['n']} x {c['k']} | {c['m']} | error: {c['error'][:80]} |" + " |" * (columns - 4)
 
 
 def dense_table(scaling, fp_cases, torch_cases, out, summary):
-    rows = ["| model | N x K | M | fp8kit µs | TFLOP/s | weight TB/s | % copy | torch µs (variant) | speedup "
+    rows = ["| model | N x K | M | fp8kit µs | TFLOP/s | weight TB/s | % copy | % read | torch µs (variant) | speedup "
             "| targets | verdict |",
-            "|---|---|---:|---:|---:|---:|---:|---|---:|---|---|"]
+            "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
     speedups = []
     verdicts = []
     for c in fp_cases:
         if c["scaling"] != scaling:
             continue
         if "error" in c:
-            rows.append(error_row(c, 11))
+            rows.append(error_row(c, 12))
             verdicts.append("FAIL")
             continue
         t = best(torch_cases, PEERS[scaling], c["shape"], c["m"])
@@ -124,7 +129,7 @@ def dense_table(scaling, fp_cases, torch_cases, out, summary):
         v = verdict(c, checks)
         verdicts.append(v.split(" ")[0].rstrip(":"))
         rows.append(f"| {c['model']} | {c['n']} x {c['k']} | {c['m']} | {us(c['median_us'])} | {c['tflops']:.0f} "
-                    f"| {c['weight_gbps'] / 1e3:.2f} | {c['pct_copy']:.1f}% "
+                    f"| {c['weight_gbps'] / 1e3:.2f} | {c['pct_copy']:.1f}% | {pct_read(c)} "
                     f"| {us(t['median_us']) + ' (' + t['variant'] + ')' if t else '-'} "
                     f"| {format(speed, '.2f') + 'x' if speed else '-'} "
                     f"| {'; '.join(label for label, _ in checks) or '-'} | {v} |")
@@ -304,7 +309,8 @@ def report(fp, th):
                + (f"; torch copy_ {th['copy']['gbps']:.0f} GB/s" if th and "copy" in th else "") + ". "
                f"L2 flush ({m['flush']}, 2x L2) before every timed launch; median of {m['min_reps']}-{m['max_reps']} "
                f"launches (~{m['target_ms']:.0f} ms per case); operands under 2x L2 rotated. Data: {m['data']}. "
-               f"Block activation scales: {m.get('block_act_scales', 'column-major')}.")
+               f"Block activation scales: {m.get('block_act_scales', 'column-major')}. % read (M <= 64): the time "
+               "of streaming the same weight bytes alone (a read kernel, same run) over fp8kit's time.")
     if th:
         out.append(f"PyTorch {th.get('torch', '?')} (CUDA {th.get('cuda', '?')}), Triton {th.get('triton', 'n/a')}; "
                    "torch variants at M <= 16 also timed as CUDA-graph replays (*_graph); the fastest is compared.")
