@@ -117,7 +117,10 @@ class Timer {
   std::vector<cudaEvent_t> starts_, stops_;
 };
 
-// ---- the copy ceiling --------------------------------------------------------------------------
+// ---- the ceilings ------------------------------------------------------------------------------
+
+constexpr double kFp8PeakTflops = 1979.0;  // H200 dense FP8 tensor peak (datasheet)
+constexpr double kBf16PeakTflops = 989.5;  // H200 dense BF16 tensor peak (datasheet)
 
 struct CopyCeiling {
   double bytes = 0;  // read + written

@@ -35,8 +35,6 @@ const std::vector<std::string>& all_scalings();
 
 // Absolute targets of PERF_TARGETS.md that one binary can judge (the ratios to torch are judged
 // by gemm_report.py).
-constexpr double kFp8PeakTflops = 1979.0;   // H200 dense FP8 tensor peak (datasheet)
-constexpr double kBf16PeakTflops = 989.5;   // H200 dense BF16 tensor peak (datasheet)
 constexpr double kLargeTargetTflops = 1450.0;  // M >= 2048 on weights >= kLargeWeightBytes
 constexpr int64_t kLargeMinM = 2048;
 constexpr double kDecodeTargetPctCopy = 85.0;  // weight bytes / time, M <= 16, weights >= 32 MiB

@@ -179,6 +179,9 @@ struct CaseResult {
   Timing timing;
   double graph_us = -1, tflops = 0, weight_gbps = 0, pct_copy = 0;
   double gemm1_us = 0, gemm1_tflops = 0, gemm1_gbps = 0;  // GEMM1 alone
+  // The layer's physical floor: the larger of its unavoidable bytes (touched experts' weights, x
+  // read, out written) at the copy rate of the run and its FLOPs at the datasheet tensor peak.
+  double floor_us = 0, pct_floor = 0;
   std::string verify = "-", error;
   bool verify_ok = true;
 };
@@ -311,6 +314,10 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, bool weigh
   r.tflops = flops / (r.timing.median_us * 1e6);
   r.weight_gbps = bytes / (r.timing.median_us * 1e3);
   r.pct_copy = 100.0 * r.weight_gbps / copy.gbps;
+  const double io_bytes = 2.0 * 2.0 * double(m) * double(model.h);  // bf16 x in, out
+  const double peak_tflops = weight_only ? kBf16PeakTflops : kFp8PeakTflops;
+  r.floor_us = std::max((bytes + io_bytes) / (copy.gbps * 1e3), flops / (peak_tflops * 1e6));
+  r.pct_floor = 100.0 * r.floor_us / r.timing.median_us;
   if (!weight_only) {  // GEMM1 alone: the FP8 grouped GEMM
     r.gemm1_us = time_gemm1(model, w, block, x, routing, o.fast_accum, timer, s).median_us;
     r.gemm1_tflops = 2.0 * double(m * model.top_k) * 2.0 * double(model.h) * double(model.inter) / (r.gemm1_us * 1e6);
@@ -346,25 +353,29 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, bool weigh
 }
 
 void print_table(const std::vector<CaseResult>& results, const CopyCeiling& copy) {
-  fmt::print("\n{:<14} {:<10} {:>5} {:>7} {:>10} {:>10} {:>8} {:>8} {:>6} {:>9} {:>8} {:>8}  {}\n", "model", "scaling", "M",
-             "experts", "median us", "graph us", "TF/s", "w TB/s", "%copy", "GEMM1 us", "G1 TF/s", "G1 TB/s", "verify");
+  fmt::print("\n{:<14} {:<10} {:>5} {:>7} {:>10} {:>10} {:>8} {:>8} {:>6} {:>9} {:>6} {:>9} {:>8} {:>8}  {}\n", "model",
+             "scaling", "M", "experts", "median us", "graph us", "TF/s", "w TB/s", "%copy", "floor us", "%floor", "GEMM1 us",
+             "G1 TF/s", "G1 TB/s", "verify");
   for (const CaseResult& r : results) {
     if (!r.error.empty()) {
       fmt::print("{:<14} {:<10} {:>5} error: {}\n", r.model, r.scaling, r.m, r.error);
       continue;
     }
-    fmt::print("{:<14} {:<10} {:>5} {:>7} {:>10.1f} {:>10} {:>8.1f} {:>8.2f} {:>5.1f}% {:>9.1f} {:>8.1f} {:>8.2f}  {}\n",
-               r.model, r.scaling, r.m, r.touched, r.timing.median_us,
-               r.graph_us > 0 ? fmt::format("{:.1f}", r.graph_us) : "-", r.tflops, r.weight_gbps / 1e3, r.pct_copy,
-               r.gemm1_us, r.gemm1_tflops, r.gemm1_gbps / 1e3, r.verify);
+    fmt::print(
+        "{:<14} {:<10} {:>5} {:>7} {:>10.1f} {:>10} {:>8.1f} {:>8.2f} {:>5.1f}% {:>9.1f} {:>5.1f}% {:>9.1f} {:>8.1f} {:>8.2f}  {}\n",
+        r.model, r.scaling, r.m, r.touched, r.timing.median_us, r.graph_us > 0 ? fmt::format("{:.1f}", r.graph_us) : "-",
+        r.tflops, r.weight_gbps / 1e3, r.pct_copy, r.floor_us, r.pct_floor, r.gemm1_us, r.gemm1_tflops, r.gemm1_gbps / 1e3,
+        r.verify);
   }
   fmt::print(
       "\nwhole layer (quant, align, GEMM1, activation, quant, GEMM2, sum). TF/s = 2 * M * top_k * 3 * H * I / median;"
-      " w TB/s = touched experts' FP8 weight bytes (3 * H * I each) / median; %copy of {:.0f} GB/s. GEMM1 = the"
+      " w TB/s = touched experts' FP8 weight bytes (3 * H * I each) / median; %copy of {:.0f} GB/s. floor us = the"
+      " larger of (those weight bytes + x in + out) at that copy rate and the FLOPs at the dense tensor peak ({:.0f}"
+      " TF/s FP8, {:.0f} bf16); %floor = floor / median. GEMM1 = the"
       " first grouped GEMM alone (2 * M * top_k * 2I * H FLOP; touched w13 bytes). graph us ="
       " replays of the captured call. Targets (PERF_TARGETS.md): decode >= 3.8 TB/s, prefill vs vLLM's Triton"
       " kernels (bench/peers/moe_torch.py runs a torch peer in the same gpu-check).\n",
-      copy.gbps);
+      copy.gbps, kFp8PeakTflops, kBf16PeakTflops);
 }
 
 }  // namespace
@@ -435,6 +446,8 @@ int main(int argc, char** argv) {
         c["gemm1_tflops"] = r.gemm1_tflops;
         c["gemm1_weight_gbps"] = r.gemm1_gbps;
         c["pct_copy"] = r.pct_copy;
+        c["floor_us"] = r.floor_us;
+        c["pct_floor"] = r.pct_floor;
       }
       cases.push_back(c);
     }
