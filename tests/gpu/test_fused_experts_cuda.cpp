@@ -202,10 +202,11 @@ Tolerance tolerance(const MoeCase& c) {
   if (c.fast_accum && c.quant == Quant::kFp8 && takes_wgmma(c)) return {0.10, 0.03};
   if (c.dtype == DType::kF32 && c.quant != Quant::kFp8) return {1e-4, 1e-5};
   // wgmma with a dynamic scale of C2: one C1 element rounded differently can move the scale and
-  // put every element under it on another FP8 grid (half a step, 2^-4 relative, at most each).
-  // Over many tokens that averages to <= 3%; with a few tokens the mean is the few rows' own
-  // error (measured 3.3% at M = 1, E = 128, top_k = 8), so it gets the half step's bound.
-  if (c.quant == Quant::kFp8 && takes_wgmma(c) && !c.a2) return {0.10, c.m < 16 ? 0.0625 : 0.03};
+  // put every element under it on another FP8 grid. The two codes of an element are then
+  // independent roundings, each within half a step (2^-5 to 2^-4 relative), so the layer's mean
+  // relative error is about 3% whatever the token count (measured 3.3% at M = 1, E = 128,
+  // top_k = 8; 3.15% at M = 129, E = 256, top_k = 8, seed 76732926): bounded by the half step.
+  if (c.quant == Quant::kFp8 && takes_wgmma(c) && !c.a2) return {0.10, 0.0625};
   // wgmma with static scales: a C1 rounding that differs moves a C2 code by at most one FP8 step,
   // 2^-4 to 2^-3 of its value (e4m3 has three mantissa bits), so a row gets the larger bound
   // (seen: 5.02% on one row of 129 at seed 1125245781, 6.27% at 665221422); the mean stays at 5e-3.

@@ -394,8 +394,9 @@ TEST(GemmCuda, DecodeKernelTilesSplitsAndTails) {
                        " m,n,k " + std::to_string(m) + "," + std::to_string(n) + "," + std::to_string(k));
     }
   }
-  // Ragged K (zero-filled by the TMA) through rows 4112 bytes apart, one split and several.
-  for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{{7, 8192}, {40, 96}}) {
+  // Ragged K (zero-filled by the TMA) through rows 4112 bytes apart, one split and several, token
+  // tiles of 8, 16, 32 (their chunks a box a K tile) and 64.
+  for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{{7, 8192}, {12, 640}, {20, 2112}, {40, 96}}) {
     const int64_t k = 4097, ld = 4112;
     Problem wide = make_problem(m, n, ld, Scaling::kTokenChannel, DType::kF32, true, rng);
     ScaledMmOptions o;
