@@ -36,6 +36,7 @@ struct Cli {
                "usage: %s [[--json] PATH] [--m 1,16,...] [--shapes NxK|MODEL,...] [--scalings KEY,...] "
                "[--filter TEXT]\n"
                "          [--flush read|write] [--target-ms MS] [--min-reps N] [--max-reps N] [--quick] [--no-b2b]\n"
+               "          [--no-graphs]\n"
                "          [--block-act-scales tma|colmajor] [--fast-accum]\n"
                "  M default: 1,16,64,128,512,2048,8192. Shapes: NxK pairs or models llama3-8b, llama3-70b, "
                "deepseek-v3\n"
@@ -129,6 +130,8 @@ Cli parse(int argc, char** argv) {
       cli.run.block_scales_tma_aligned = v == "tma";
     } else if (a == "--no-b2b") {
       cli.run.back_to_back = false;
+    } else if (a == "--no-graphs") {
+      cli.run.graphs = false;
     } else if (a == "--fast-accum") {
       cli.run.fast_accum = true;
     } else if (!a.empty() && a[0] != '-' && cli.json_path.empty()) {
@@ -144,9 +147,9 @@ Cli parse(int argc, char** argv) {
 std::string us_text(double v) { return v >= 100 ? fmt::format("{:.1f}", v) : fmt::format("{:.2f}", v); }
 
 void print_table(const std::vector<GemmCaseResult>& results, const CopyCeiling& copy) {
-  fmt::print("\n{:<18} {:<12} {:>12} {:>5} {:>10} {:>8} {:>6} {:>8} {:>6} {:>6} {:>13} {:>7} {:>8} {}\n", "scaling",
-             "model", "N x K", "M", "median us", "TF/s", "%peak", "w TB/s", "%copy", "%read", "target", "verdict", "b2b us",
-             "verify (max err/tol, rel L2)");
+  fmt::print("\n{:<18} {:<12} {:>12} {:>5} {:>10} {:>8} {:>6} {:>8} {:>6} {:>6} {:>13} {:>7} {:>8} {:>8} {}\n",
+             "scaling", "model", "N x K", "M", "median us", "TF/s", "%peak", "w TB/s", "%copy", "%read", "target", "verdict",
+             "b2b us", "graph us", "verify (max err/tol, rel L2)");
   std::string last;
   for (const GemmCaseResult& r : results) {
     if (!last.empty() && r.scaling != last) fmt::print("\n");
@@ -159,10 +162,11 @@ void print_table(const std::vector<GemmCaseResult>& results, const CopyCeiling& 
     const std::string verify = r.verify_ok ? fmt::format("ok ({:.2f}, {:.1e})", r.max_err_over_tol, r.rel_l2)
                                            : "FAIL " + r.verify_note;
     const std::string read = r.read_us > 0 ? fmt::format("{:.1f}%", r.pct_read) : "-";
-    fmt::print("{:<18} {:<12} {:>12} {:>5} {:>10} {:>8.1f} {:>5.1f}% {:>8.2f} {:>5.1f}% {:>6} {:>13} {:>7} {:>8} {}\n",
+    const std::string graph = r.graph_us > 0 ? us_text(r.graph_us) : r.graph_error.empty() ? "-" : "failed";
+    fmt::print("{:<18} {:<12} {:>12} {:>5} {:>10} {:>8.1f} {:>5.1f}% {:>8.2f} {:>5.1f}% {:>6} {:>13} {:>7} {:>8} {:>8} {}\n",
                r.scaling, r.model, nk, r.m, us_text(r.timing.median_us), r.tflops, r.pct_peak, r.weight_gbps / 1e3,
-               r.pct_copy, read, r.target.empty() ? "-" : r.target, r.verdict,
-               r.b2b_us > 0 ? us_text(r.b2b_us) : "-", verify);
+               r.pct_copy, read, r.target.empty() ? "-" : r.target, r.verdict, r.b2b_us > 0 ? us_text(r.b2b_us) : "-",
+               graph, verify);
   }
   fmt::print("\ncopy ceiling: cudaMemcpyAsync 1 GiB D2D, {:.1f} us median, {:.0f} GB/s (read + write)\n",
              copy.timing.median_us, copy.gbps);
@@ -171,8 +175,8 @@ void print_table(const std::vector<GemmCaseResult>& results, const CopyCeiling& 
       "fp8, 2*N*K bf16) / median; %copy = that over the copy ceiling; %read = the time of streaming the weight "
       "bytes alone (a read kernel, same run) over the median, at M <= 64; targets: >= {:.0f} TF/s at M >= {} and >= "
       "{:.0f}% of copy at M <= {}, both for weights >= 32 MiB (ratios to torch: gemm_report.py); b2b us = "
-      "back-to-back calls without flush\n",
-      kFp8PeakTflops, kBf16PeakTflops, kLargeTargetTflops, kLargeMinM, kDecodeTargetPctCopy, kDecodeMaxM);
+      "back-to-back calls without flush; graph us = CUDA-graph replays of the same call (flushed), at M <= {}\n",
+      kFp8PeakTflops, kBf16PeakTflops, kLargeTargetTflops, kLargeMinM, kDecodeTargetPctCopy, kDecodeMaxM, kDecodeMaxM);
 }
 
 void write_json(const Cli& cli, const std::vector<GemmCaseResult>& results, const CopyCeiling& copy, double wall_s) {
@@ -229,6 +233,8 @@ void write_json(const Cli& cli, const std::vector<GemmCaseResult>& results, cons
       c["weight_gbps"] = r.weight_gbps;
       c["pct_copy"] = r.pct_copy;
       c["b2b_us"] = r.b2b_us > 0 ? nlohmann::json(r.b2b_us) : nlohmann::json();
+      c["graph_us"] = r.graph_us > 0 ? nlohmann::json(r.graph_us) : nlohmann::json();
+      if (!r.graph_error.empty()) c["graph_error"] = r.graph_error;
       c["read_us"] = r.read_us > 0 ? nlohmann::json(r.read_us) : nlohmann::json();
       c["pct_read"] = r.read_us > 0 ? nlohmann::json(r.pct_read) : nlohmann::json();
       c["max_err_over_tol"] = std::isnan(r.max_err_over_tol) ? nlohmann::json("nan") : nlohmann::json(r.max_err_over_tol);

@@ -271,6 +271,41 @@ void fill_e4m3(const Tensor& t, uint64_t seed, cudaStream_t stream) {
   fill_random_e4m3(t.data_ptr(), t.numel(), seed, stream);
 }
 
+// One CUDA graph per input copy, each capturing plan.run(copy); r.graph_us is the median of their
+// replays, timed like the launches. A call that cannot be captured leaves r.graph_error.
+void time_graph_replays(Timer& timer, cudaStream_t stream, const Plan& plan, int copies, GemmCaseResult& r) {
+  std::vector<cudaGraphExec_t> execs;
+  auto destroy = [&] {
+    for (cudaGraphExec_t e : execs) cudaGraphExecDestroy(e);
+  };
+  try {
+    for (int i = 0; i < copies; ++i) {
+      cudaGraph_t graph = nullptr;
+      check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+      try {
+        plan.run(i);
+      } catch (...) {
+        cudaStreamEndCapture(stream, &graph);
+        if (graph != nullptr) cudaGraphDestroy(graph);
+        throw;
+      }
+      check_cuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      check_cuda(instantiated, "cudaGraphInstantiate");
+      execs.push_back(exec);
+    }
+    r.graph_us = timer.time([&](int i) { check_cuda(cudaGraphLaunch(execs[i % copies], stream), "cudaGraphLaunch"); })
+                     .median_us;
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (graph replays)");
+  } catch (const std::exception& e) {
+    r.graph_error = e.what();
+    cudaGetLastError();
+  }
+  destroy();
+}
+
 }  // namespace
 
 const std::vector<GemmShape>& default_shapes() {
@@ -436,6 +471,7 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
           auto launch = [&](int i) { plan.run(i % copies); };
           r.timing = timer_.time(launch);
           if (config.back_to_back && m <= kDecodeMaxM) r.b2b_us = timer_.back_to_back_us(launch);
+          if (config.graphs && m <= kDecodeMaxM) time_graph_replays(timer_, stream_, plan, copies, r);
           check_cuda(cudaGetLastError(), "timed launches");
           const double t = r.timing.median_us;
           r.tflops = r.flops / (t * 1e6);

@@ -57,6 +57,11 @@ struct GemmCaseResult {
   double tflops = 0, pct_peak = 0, peak_tflops = 0;
   double weight_gbps = 0, pct_copy = 0;  // weight bytes / median, over the copy ceiling
   double b2b_us = -1;                    // decode sizes only
+  // Decode sizes (M <= kDecodeMaxM): the median of CUDA-graph replays of the same call (one graph
+  // per input copy, L2 flushed before each replay as before each launch), which leaves out the
+  // host's launch work as the torch peer's *_graph variants do; -1 when not timed.
+  double graph_us = -1;
+  std::string graph_error;  // the capture failed
   // Decode sizes (M <= 64): the time of streaming the weight bytes alone (measure_stream_read on
   // the same weights, same run), and that time over the median in percent.
   double read_us = -1, pct_read = 0;
@@ -76,6 +81,7 @@ struct GemmRunConfig {
   std::vector<std::string> scalings;
   std::string filter;  // substring of "scaling NxK M=m"
   bool back_to_back = true;
+  bool graphs = true;  // time decode sizes as CUDA-graph replays too
   // Block activation scales as DeepGEMM reads them (column-major, each column padded to a multiple
   // of 4 rows: tma_aligned_scales) or plain column-major [K/128][M] (what cuBLASLt's block mode reads).
   bool block_scales_tma_aligned = true;
