@@ -340,7 +340,11 @@ __global__ void __launch_bounds__(384, 1)
   const bool vec_ok = (g.ldc * int64_t(sizeof(OutT))) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   const bool col_vector = g.scale_b_kind == ScaleKind::kRow;
   const float col_scale0 = kBlock || col_vector ? 1.0f : g.scale_b[0];
-  const int wg = tid / 128, warp = (tid / 32) % 4, lg = lane / 4, lt = lane % 4;
+  // The warpgroup and warp through a shuffle from lane 0, which the compiler knows to be the
+  // same in every lane: the shared-memory addresses and wgmma descriptors derived from them then
+  // stay in uniform registers.
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), warp = __shfl_sync(0xffffffffu, (tid / 32) % 4, 0);
+  const int lg = lane / 4, lt = lane % 4;
   const int row_in_tile = wg * T::kWgRows + warp * 16 + lg;  // this thread's rows: row_in_tile and + 8
   const int wg_col0 = wg * T::kWgCols;                         // its warpgroup's first column in the tile
   float acc[kF], part0[kF], part1[kF];  // part0 and part1: fragments of 64 only
