@@ -285,7 +285,10 @@ __global__ void __launch_bounds__(WgmmaTraits<kWG, kBT, kBlock>::kThreads, 1)
   if constexpr (T::kRegSplit) cuda::setmaxnreg_inc<232>();
   cuda::pdl_wait();  // before a_scale, the routed weights and the stores
   cuda::pdl_allow_dependents();
-  const int wg = tid / 128, warp = (tid / 32) % 4, lg = lane / 4, lt = lane % 4;
+  // The warpgroup and warp through a shuffle from lane 0, which the compiler knows to be the
+  // same in every lane: the wgmma descriptors derived from them then stay in uniform registers.
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), warp = __shfl_sync(0xffffffffu, (tid / 32) % 4, 0);
+  const int lg = lane / 4, lt = lane % 4;
   // This thread's two weight rows (wgmma M) within the CTA tile.
   const int row_lo = wg * 64 + warp * 16 + lg, row_hi = row_lo + 8;
   float* const buf = reinterpret_cast<float*>(smem + kS * T::kStageBytes) + (tid / 32) * T::kEpiWarpFloats;
