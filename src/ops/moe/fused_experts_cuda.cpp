@@ -151,6 +151,20 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     r.slots = m * top_k;
     r.block_m = grouped_block_m(r.slots, a.global_num_experts, kernel);
     r.weights = static_cast<const float*>(weights.data_ptr()) + t0 * top_k;
+    const bool w8a8 = a.quant == ExpertQuant::kFp8W8A8;
+    // Fills that buffers start from are queued here, ahead of the chunk's kernels: a memset
+    // between two kernels keeps the second from starting early (programmatic dependent launch,
+    // core/cuda/pdl.h). Else they would sit between GEMM1 and the activation (C2's dynamic
+    // per-tensor scale, an atomic max when the activation takes two passes) and before the
+    // sorted path's gather (its slot -> row map, -1 for a slot in no position).
+    const bool may_sort_chunk = may_sort && r.block_m >= 64;
+    const int64_t rows_bound =
+        may_sort_chunk ? (ceil_div(r.slots, r.block_m) + std::min(r.slots, a.global_num_experts)) * r.block_m : r.slots;
+    Tensor a2_dynamic = w8a8 && !a.block && !a.a2_scale.defined() ? Tensor::empty({1}, DType::kF32, device) : Tensor();
+    const bool a2_zeroed = a2_dynamic.defined() && act_and_quant_two_pass(rows_bound, inter);
+    if (a2_zeroed) a2_dynamic.fill_bytes_(0, stream);
+    Tensor row_of_slot = may_sort_chunk ? Tensor::empty({r.slots}, DType::kI32, device) : Tensor();
+    if (may_sort_chunk) row_of_slot.fill_bytes_(0xff, stream);
     // (2) the chunk's slots grouped by expert (moved ahead of the quantization: independent).
     r.align = moe_align_block_size(ids.narrow(0, t0, m), r.block_m, a.global_num_experts, a.expert_map, false, stream);
     // Blocks in use <= sum over non-empty experts of ceil(count / BM) <= ceil(slots / BM) + non-empty experts.
@@ -163,15 +177,15 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
 
     // Steps 4 and 5 fused where act_and_quant serves the layer (W8A8, block scales only in groups
     // of 128): C2's codes and scales then come straight from C1.
-    const bool w8a8 = a.quant == ExpertQuant::kFp8W8A8;
     Operand fused_q2;  // C2's codes and scales when fused
     auto fused_act_quant = [&](int64_t rows, const int32_t* rows_in_use) {
       if (!w8a8 || (a.block && a.block_k != 128)) return std::optional<ActQuantArgs>();
       Operand q2{Tensor::empty({rows, inter}, a.w1.dtype(), device), Tensor()};
       q2.scale = a.block ? Tensor::empty({rows, inter / 128}, DType::kF32, device)
-                         : a.a2_scale.defined() ? a.a2_scale : Tensor::empty({1}, DType::kF32, device);
-      const ActQuantArgs aq = act_quant_args(a, c13.narrow(0, 0, rows * 2 * inter).view({rows, 2 * inter}),
-                                             c2_all.narrow(0, 0, rows), q2.values, q2.scale, rows_in_use);
+                         : a.a2_scale.defined() ? a.a2_scale : a2_dynamic;
+      ActQuantArgs aq = act_quant_args(a, c13.narrow(0, 0, rows * 2 * inter).view({rows, 2 * inter}),
+                                       c2_all.narrow(0, 0, rows), q2.values, q2.scale, rows_in_use);
+      aq.scale_zeroed = a2_zeroed;
       if (!act_and_quant_rejects(aq).empty()) return std::optional<ActQuantArgs>();
       fused_q2 = q2;
       return std::optional<ActQuantArgs>(aq);
@@ -198,8 +212,6 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     // Sorted: GEMM2's rows stay in sorted order, and moe_sum reads slot s at row row_of_slot[s]
     // (written by the gather; -1, read as zeros, for a slot in no position).
     const Tensor c3_sorted = sorted ? c13.narrow(0, 0, rows * h).view({rows, h}) : Tensor();
-    Tensor row_of_slot = sorted ? Tensor::empty({r.slots}, DType::kI32, device) : Tensor();
-    if (sorted) row_of_slot.fill_bytes_(0xff, stream);
 
     // (3) GEMM1 -> C1, routed weight here when apply_router_weight_on_input.
     if (sorted) {

@@ -203,18 +203,22 @@ void launch_typed(const ActQuantArgs& a, const ActQuantParams& p, cudaStream_t s
     case ActQuantScaling::kGroup128:
       return launch_pass<Pass::kGroup, T, F, kSilu>(p, stream);
     case ActQuantScaling::kDynamicTensor:
-      if (int64_t(p.rows) * p.runs_per_row <= int64_t(kSmallRuns) * kThreads) {
+      if (!act_and_quant_two_pass(p.rows, int64_t(p.runs_per_row) * kRun)) {
         cuda::launch_pdl(act_quant_kernel<T, F, Pass::kSmall, kSilu>, 1, kThreads, 0, stream, p);
         FP8KIT_CHECK_LAUNCH(stream, "act_quant_kernel");
         return;
       }
-      FP8KIT_CUDA_CHECK(cudaMemsetAsync(a.scale, 0, sizeof(float), stream));
+      if (!a.scale_zeroed) FP8KIT_CUDA_CHECK(cudaMemsetAsync(a.scale, 0, sizeof(float), stream));
       launch_pass<Pass::kAmax, T, F, kSilu>(p, stream);
       return launch_pass<Pass::kFromY, T, F, false>(p, stream);
   }
 }
 
 }  // namespace
+
+bool act_and_quant_two_pass(int64_t rows, int64_t d) {
+  return rows * (d / kRun) > int64_t(kSmallRuns) * kThreads;
+}
 
 std::string act_and_quant_rejects(const ActQuantArgs& a) {
   // The layer's usual types only: each (T, format) pair is 7 kernels of ~2,000 instructions.

@@ -34,6 +34,9 @@ struct ActQuantArgs {
   float eps = 1e-10f;                   // kGroup128
   const float* static_scale = nullptr;  // kStaticTensor: [1]
   float* scale = nullptr;               // written: kDynamicTensor [1], kGroup128 [rows, d / 128] row-major
+  // kDynamicTensor: *scale was set to 0 in stream order before this call (by the caller, ahead
+  // of the kernel before it), so no memset is queued here.
+  bool scale_zeroed = false;
 };
 
 #if FP8KIT_WITH_CUDA
@@ -42,8 +45,12 @@ struct ActQuantArgs {
 // 2^31 runs of 16 elements.
 std::string act_and_quant_rejects(const ActQuantArgs& a);
 
-// Queued on `stream`, no host synchronization; kDynamicTensor past 8,192 elements is a memset and
-// two launches, everything else one launch.
+// Whether kDynamicTensor over rows x d takes the two passes (an atomic max into *scale, which
+// must start at zero) rather than the one-block pass that writes *scale.
+bool act_and_quant_two_pass(int64_t rows, int64_t d);
+
+// Queued on `stream`, no host synchronization; kDynamicTensor past 8,192 elements is two launches
+// (and a memset of the scale unless scale_zeroed), everything else one launch.
 void act_and_quant_cuda(const ActQuantArgs& a, Stream stream);
 #endif
 
