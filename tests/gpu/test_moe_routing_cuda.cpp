@@ -125,10 +125,13 @@ TEST(MoeRoutingCuda, MoeAlignBlockSizeMatchesReference) {
               std::uniform_int_distribution<int32_t> pick(0, int32_t(e - 1));
               std::vector<int32_t> ids(size_t(m * topk));
               for (auto& v : ids) v = (skew != 0 && (rng() & 1)) ? int32_t(e - 1) : pick(rng);
-              const Tensor host_ids = Tensor::from_vector(ids, {m, topk});
+              // i32 or i64 ids (the kernels are instantiated per type).
+              const bool ids64 = (seed & 4) != 0;
+              const Tensor host_ids = ids64 ? Tensor::from_vector(std::vector<int64_t>(ids.begin(), ids.end()), {m, topk})
+                                            : Tensor::from_vector(ids, {m, topk});
               Tensor map;
               if (with_map) map = ops::determine_expert_map(4, int64_t(seed % 4), e).second;
-              const Case c{"moe_align_block_size", {m, topk}, DType::kI32, DType::kI32, seed,
+              const Case c{"moe_align_block_size", {m, topk}, host_ids.dtype(), DType::kI32, seed,
                            "E " + std::to_string(e) + " block " + std::to_string(bs) + (skew ? " skewed" : "") +
                                (with_map ? " expert_map" : "")};
               const auto want = ops::moe_align_block_size(host_ids, bs, e, map, (seed & 2) != 0);

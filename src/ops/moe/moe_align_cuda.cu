@@ -13,7 +13,10 @@
 
 namespace fp8kit::ops {
 
-void moe_align_cuda(const MoeAlignArgs& args, Stream stream) {
+namespace {
+
+template <typename IdT>
+void launch_align(const MoeAlignArgs& args, cudaStream_t s) {
   constexpr int64_t kDefaultShared = 48 * 1024;
   int device = 0, optin = 0;
   FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
@@ -28,24 +31,34 @@ void moe_align_cuda(const MoeAlignArgs& args, Stream stream) {
     throw Error(ErrorCode::kUnsupported, "moe_align_block_size on CUDA: " + std::to_string(args.num_experts) +
                                              " experts do not fit the shared memory of one block");
   }
+  constexpr auto kAlign = kernels::moe_align_kernel<IdT>;
   if (shared > kDefaultShared) {
-    FP8KIT_CUDA_CHECK(
-        cudaFuncSetAttribute(kernels::moe_align_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+    FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(kAlign, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
   }
-  const cudaStream_t s = static_cast<cudaStream_t>(stream.handle);
-  // Up to 8192 slots the block places them itself (8.6 us at 8192; a second launch costs more
-  // than it saves there); beyond, a block per range (32768 slots: 48 -> 26 us).
+  // Up to 8192 slots the block places them itself (a second launch costs more than it saves
+  // there); beyond, a block per range (32768 slots: 48 -> 26 us).
   const bool place_in_block = args.numel <= 8192;
-  kernels::moe_align_kernel<<<1, unsigned(warps * 32), size_t(shared), s>>>(args, place_in_block);
+  kAlign<<<1, unsigned(warps * 32), size_t(shared), s>>>(args, place_in_block);
   FP8KIT_CHECK_LAUNCH(s, "moe_align_kernel");
   if (place_in_block) return;
+  constexpr auto kPlace = kernels::moe_align_place_kernel<IdT>;
   const int64_t place_shared = args.num_experts * 4;
   if (place_shared > kDefaultShared) {
-    FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(kernels::moe_align_place_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(place_shared)));
+    FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(kPlace, cudaFuncAttributeMaxDynamicSharedMemorySize, int(place_shared)));
   }
-  kernels::moe_align_place_kernel<<<unsigned(warps), 32, size_t(place_shared), s>>>(args);
+  kPlace<<<unsigned(warps), 32, size_t(place_shared), s>>>(args);
   FP8KIT_CHECK_LAUNCH(s, "moe_align_place_kernel");
+}
+
+}  // namespace
+
+void moe_align_cuda(const MoeAlignArgs& args, Stream stream) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream.handle);
+  if (args.ids_dtype == DType::kI64) {
+    launch_align<int64_t>(args, s);
+  } else {
+    launch_align<int32_t>(args, s);
+  }
 }
 
 }  // namespace fp8kit::ops

@@ -22,40 +22,49 @@ namespace fp8kit::ops::kernels {
 
 constexpr int kAlignIdsPerLane = 16;
 
-// The expert of slot i, -1 for an id out of range (the reference rejects those; skipped here).
-__device__ __forceinline__ int align_expert_at(const MoeAlignArgs& a, int i) {
-  const int64_t id = routing::load_index(a.topk_ids, a.ids_dtype, i);
-  return id >= 0 && id < a.num_experts ? int(id) : -1;
-}
-
-// The experts of slots base + 32 j + lane (j < kAlignIdsPerLane) below end, -1 past it.
+// The experts of slots base + 32 j + lane (j < kAlignIdsPerLane) below end, -1 past it and for an
+// id out of range (the reference rejects those; skipped here). Typed ids and 32-bit indices: the
+// loads are most of the block's instructions, and the block is latency-bound on one multiprocessor.
+template <typename IdT>
 __device__ __forceinline__ void align_load_chunk(const MoeAlignArgs& a, int base, int end, int lane,
                                                  int (&x)[kAlignIdsPerLane]) {
+  const IdT* ids = static_cast<const IdT*>(a.topk_ids);
+  const uint32_t e = uint32_t(a.num_experts);
 #pragma unroll
   for (int j = 0; j < kAlignIdsPerLane; ++j) {
     const int i = base + 32 * j + lane;
-    x[j] = i < end ? align_expert_at(a, i) : -1;
+    const IdT id = i < end ? ids[i] : IdT(-1);
+    // Negative ids wrap to large unsigned values: one compare rejects both ends.
+    x[j] = uint64_t(id) < e ? int(id) : -1;
   }
 }
 
-// One warp places the slots [begin, end); next[x] is where its next slot of expert x goes.
-__device__ __forceinline__ void align_place_range(const MoeAlignArgs& a, int begin, int end, int lane, int32_t* next) {
+// One warp places a loaded chunk (the slots base + 32 j + lane); next[x] is where its next slot
+// of expert x goes.
+__device__ __forceinline__ void align_place_chunk(const MoeAlignArgs& a, int base, int lane,
+                                                  const int (&xs)[kAlignIdsPerLane], int32_t* next) {
   constexpr unsigned kFull = 0xffffffffu;
+#pragma unroll
+  for (int j = 0; j < kAlignIdsPerLane; ++j) {
+    const int x = xs[j];
+    const unsigned peers = __match_any_sync(kFull, x);
+    if (x >= 0) {
+      const unsigned lower = peers & ((1u << lane) - 1u);
+      a.sorted_token_ids[next[x] + __popc(lower)] = base + 32 * j + lane;
+    }
+    __syncwarp();
+    if (x >= 0 && lane == __ffs(peers) - 1) next[x] += __popc(peers);
+    __syncwarp();
+  }
+}
+
+// One warp places the slots [begin, end).
+template <typename IdT>
+__device__ __forceinline__ void align_place_range(const MoeAlignArgs& a, int begin, int end, int lane, int32_t* next) {
   for (int base = begin; base < end; base += 32 * kAlignIdsPerLane) {
     int xs[kAlignIdsPerLane];
-    align_load_chunk(a, base, end, lane, xs);
-#pragma unroll
-    for (int j = 0; j < kAlignIdsPerLane; ++j) {
-      const int x = xs[j];
-      const unsigned peers = __match_any_sync(kFull, x);
-      if (x >= 0) {
-        const unsigned lower = peers & ((1u << lane) - 1u);
-        a.sorted_token_ids[next[x] + __popc(lower)] = base + 32 * j + lane;
-      }
-      __syncwarp();
-      if (x >= 0 && lane == __ffs(peers) - 1) next[x] += __popc(peers);
-      __syncwarp();
-    }
+    align_load_chunk<IdT>(a, base, end, lane, xs);
+    align_place_chunk(a, base, lane, xs, next);
   }
 }
 
@@ -69,6 +78,7 @@ __device__ __forceinline__ void align_range(int numel, int warp, int warps, int&
 // Shared memory: hist[warps][E] then start[E + 1], all i32.
 __host__ __device__ inline int64_t moe_align_shared_bytes(int64_t warps, int64_t e) { return (warps * e + e + 1) * 4; }
 
+template <typename IdT>
 __global__ void moe_align_kernel(MoeAlignArgs a, bool place) {
   extern __shared__ __align__(16) int32_t shared_i32[];
   constexpr unsigned kFull = 0xffffffffu;
@@ -82,9 +92,12 @@ __global__ void moe_align_kernel(MoeAlignArgs a, bool place) {
   __syncthreads();
   int begin = 0, end = 0;
   align_range(numel, warp, warps, begin, end);
+  // A range of one chunk (always, when the block places the slots itself) keeps its experts in
+  // registers for the placement instead of loading them again.
+  const bool one_chunk = end - begin <= 32 * kAlignIdsPerLane;
+  int xs[kAlignIdsPerLane];
   for (int base = begin; base < end; base += 32 * kAlignIdsPerLane) {
-    int xs[kAlignIdsPerLane];
-    align_load_chunk(a, base, end, lane, xs);
+    align_load_chunk<IdT>(a, base, end, lane, xs);
 #pragma unroll
     for (int j = 0; j < kAlignIdsPerLane; ++j) {
       if (xs[j] >= 0) atomicAdd(&hist[warp * e + xs[j]], 1);
@@ -144,11 +157,16 @@ __global__ void moe_align_kernel(MoeAlignArgs a, bool place) {
   for (int i = tid; i < int(a.max_padded); i += threads) a.sorted_token_ids[i] = numel;
   if (!place) return;
   __syncthreads();  // the sentinel fill lands before the slots overwrite it
-  align_place_range(a, begin, end, lane, hist + warp * e);
+  if (one_chunk) {
+    if (begin < end) align_place_chunk(a, begin, lane, xs, hist + warp * e);
+  } else {
+    align_place_range<IdT>(a, begin, end, lane, hist + warp * e);
+  }
 }
 
 // Block w (32 threads) places the slots of warp range w of moe_align_kernel (launched with as many
 // blocks as that kernel had warps), from warp_offsets[w * e + x] for expert x.
+template <typename IdT>
 __global__ void moe_align_place_kernel(MoeAlignArgs a) {
   extern __shared__ __align__(16) int32_t next[];  // [e]
   const int e = int(a.num_experts), lane = int(threadIdx.x), warp = int(blockIdx.x);
@@ -156,7 +174,7 @@ __global__ void moe_align_place_kernel(MoeAlignArgs a) {
   __syncwarp();
   int begin = 0, end = 0;
   align_range(int(a.numel), warp, int(gridDim.x), begin, end);
-  align_place_range(a, begin, end, lane, next);
+  align_place_range<IdT>(a, begin, end, lane, next);
 }
 
 }  // namespace fp8kit::ops::kernels
