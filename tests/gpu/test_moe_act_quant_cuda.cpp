@@ -44,11 +44,14 @@ ops::QuantResult two_ops(bool silu, const Tensor& x, int64_t used, ops::ActQuant
   return ops::scaled_fp8_quant(y, o);
 }
 
+// one_launch (dynamic per-tensor): the caller zeroes the scale and a grid counter, and the two
+// passes run as one launch with a grid barrier where they fit one wave (y is then not written).
 void check_fused(bool silu, DType dtype, ops::ActQuantScaling scaling, int64_t rows, int64_t d, int64_t used,
-                 bool specials) {
+                 bool specials, bool one_launch = false) {
   const uint32_t seed = next_seed();
   const Case c{silu ? "silu act_and_quant" : "gelu act_and_quant", {rows, 2 * d}, dtype, DType::kE4M3FN, seed,
-               std::string(scaling_name(scaling)) + ", rows in use " + std::to_string(used)};
+               std::string(scaling_name(scaling)) + ", rows in use " + std::to_string(used) +
+                   (one_launch ? ", one launch" : "")};
   Tensor host_x = random_tensor({rows, 2 * d}, dtype, seed, 3.0f);
   if (specials) {
     const float values[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
@@ -62,7 +65,9 @@ void check_fused(bool silu, DType dtype, ops::ActQuantScaling scaling, int64_t r
   const Tensor q = poisoned({rows, d}, DType::kE4M3FN, kGpu, kPoisonCodes);
   const Tensor y = poisoned({rows, d}, dtype, kGpu, 0xFF);
   const bool group = scaling == ops::ActQuantScaling::kGroup128;
-  const Tensor scale = poisoned({group ? rows : 1, group ? d / 128 : 1}, DType::kF32, kGpu, kPoisonScales);
+  // One launch: [scale, counter], zeroed.
+  const Tensor scale = one_launch ? Tensor::from_vector(std::vector<float>{0.0f, 0.0f}).to(kGpu)
+                                  : poisoned({group ? rows : 1, group ? d / 128 : 1}, DType::kF32, kGpu, kPoisonScales);
   const Tensor used_dev = Tensor::from_vector(std::vector<int32_t>{int32_t(used)}).to(kGpu);
   ops::ActQuantArgs a;
   a.act.rows = rows;
@@ -79,6 +84,11 @@ void check_fused(bool silu, DType dtype, ops::ActQuantScaling scaling, int64_t r
   a.ldq = d;
   a.static_scale = static_cast<const float*>(static_scale.data_ptr());
   a.scale = static_cast<float*>(scale.data_ptr());
+  if (one_launch) {
+    ASSERT_TRUE(ops::act_and_quant_two_pass(rows, d) && ops::act_and_quant_one_wave(rows, d)) << c.str();
+    a.scale_zeroed = true;
+    a.grid_counter = static_cast<uint32_t*>(scale.data_ptr()) + 1;
+  }
   ASSERT_EQ(ops::act_and_quant_rejects(a), "") << c.str();
   ops::act_and_quant_cuda(a, Stream{});
 
@@ -86,7 +96,12 @@ void check_fused(bool silu, DType dtype, ops::ActQuantScaling scaling, int64_t r
   if (group) {
     expect_same_tensor(c, "scales", scale.narrow(0, 0, used), want.scale);
   } else if (scaling == ops::ActQuantScaling::kDynamicTensor) {
-    expect_same_tensor(c, "scale", scale.view({1}), want.scale.view({1}));
+    expect_same_tensor(c, "scale", scale.narrow(0, 0, 1).view({1}), want.scale.view({1}));
+  }
+  if (one_launch) {  // y stayed in registers
+    size_t written = 0;
+    for (uint8_t b : raw_bytes(y)) written += b != 0xFF;
+    EXPECT_EQ(written, 0u) << c.str() << ": the one-launch form wrote y";
   }
   if (used < rows) {  // untouched past the rows in use
     const std::vector<uint8_t> tail = raw_bytes(q.narrow(0, used, rows - used));
@@ -107,10 +122,15 @@ TEST(MoeActQuantCuda, MatchesActivationThenQuantization) {
     for (const DType dtype : {DType::kBF16, DType::kF16}) {
       for (const auto scaling : {ops::ActQuantScaling::kStaticTensor, ops::ActQuantScaling::kDynamicTensor,
                                  ops::ActQuantScaling::kGroup128}) {
-        // Dynamic per-tensor: up to 8,192 elements one block ({2, 4096} the largest), then two passes.
+        // Dynamic per-tensor: up to 8,192 elements one block ({2, 4096} the largest), then two passes
+        // (or one launch over a wave of blocks).
         for (const auto& [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
                  {1, 128}, {3, 256}, {2, 4096}, {3, 2816}, {129, 768}, {300, 2048}}) {
           check_fused(silu, dtype, scaling, rows, d, rows, false);
+          if (scaling == ops::ActQuantScaling::kDynamicTensor && ops::act_and_quant_two_pass(rows, d) &&
+              ops::act_and_quant_one_wave(rows, d)) {
+            check_fused(silu, dtype, scaling, rows, d, rows, false, true);
+          }
         }
       }
     }
@@ -126,6 +146,11 @@ TEST(MoeActQuantCuda, RowsInUseAndSpecialValues) {
         check_fused(silu, dtype, scaling, 130, 256, 0, false);
         check_fused(silu, dtype, scaling, 8, 512, 5, true);  // one block (dynamic per-tensor)
         check_fused(silu, dtype, scaling, 64, 14336, 64, true);
+        if (scaling == ops::ActQuantScaling::kDynamicTensor) {
+          check_fused(silu, dtype, scaling, 384, 1408, 256, true, true);
+          check_fused(silu, dtype, scaling, 130, 256, 0, false, true);
+          check_fused(silu, dtype, scaling, 32, 14336, 32, true, true);  // Mixtral-8x7B at M = 16
+        }
       }
     }
   }

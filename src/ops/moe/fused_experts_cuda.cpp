@@ -160,7 +160,8 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     const bool may_sort_chunk = may_sort && r.block_m >= 64;
     const int64_t rows_bound =
         may_sort_chunk ? (ceil_div(r.slots, r.block_m) + std::min(r.slots, a.global_num_experts)) * r.block_m : r.slots;
-    Tensor a2_dynamic = w8a8 && !a.block && !a.a2_scale.defined() ? Tensor::empty({1}, DType::kF32, device) : Tensor();
+    // C2's dynamic scale and, after it, the counter of the one-launch form's grid barrier.
+    Tensor a2_dynamic = w8a8 && !a.block && !a.a2_scale.defined() ? Tensor::empty({2}, DType::kF32, device) : Tensor();
     const bool a2_zeroed = a2_dynamic.defined() && act_and_quant_two_pass(rows_bound, inter);
     if (a2_zeroed) a2_dynamic.fill_bytes_(0, stream);
     Tensor row_of_slot = may_sort_chunk ? Tensor::empty({r.slots}, DType::kI32, device) : Tensor();
@@ -182,10 +183,11 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
       if (!w8a8 || (a.block && a.block_k != 128)) return std::optional<ActQuantArgs>();
       Operand q2{Tensor::empty({rows, inter}, a.w1.dtype(), device), Tensor()};
       q2.scale = a.block ? Tensor::empty({rows, inter / 128}, DType::kF32, device)
-                         : a.a2_scale.defined() ? a.a2_scale : a2_dynamic;
+                         : a.a2_scale.defined() ? a.a2_scale : a2_dynamic.narrow(0, 0, 1);
       ActQuantArgs aq = act_quant_args(a, c13.narrow(0, 0, rows * 2 * inter).view({rows, 2 * inter}),
                                        c2_all.narrow(0, 0, rows), q2.values, q2.scale, rows_in_use);
       aq.scale_zeroed = a2_zeroed;
+      if (a2_zeroed) aq.grid_counter = static_cast<uint32_t*>(a2_dynamic.data_ptr()) + 1;
       if (!act_and_quant_rejects(aq).empty()) return std::optional<ActQuantArgs>();
       fused_q2 = q2;
       return std::optional<ActQuantArgs>(aq);

@@ -37,6 +37,10 @@ struct ActQuantArgs {
   // kDynamicTensor: *scale was set to 0 in stream order before this call (by the caller, ahead
   // of the kernel before it), so no memset is queued here.
   bool scale_zeroed = false;
+  // kDynamicTensor, with scale_zeroed: a device counter zeroed with *scale. Where the two-pass
+  // sizes fit one wave of blocks (act_and_quant_one_wave), one launch then keeps y in registers
+  // across a grid barrier on it instead of writing and reading it back.
+  uint32_t* grid_counter = nullptr;
 };
 
 #if FP8KIT_WITH_CUDA
@@ -48,9 +52,12 @@ std::string act_and_quant_rejects(const ActQuantArgs& a);
 // Whether kDynamicTensor over rows x d takes the two passes (an atomic max into *scale, which
 // must start at zero) rather than the one-block pass that writes *scale.
 bool act_and_quant_two_pass(int64_t rows, int64_t d);
+// Whether those two passes fit one launch of at most one block a multiprocessor (grid_counter).
+bool act_and_quant_one_wave(int64_t rows, int64_t d);
 
 // Queued on `stream`, no host synchronization; kDynamicTensor past 8,192 elements is two launches
-// (and a memset of the scale unless scale_zeroed), everything else one launch.
+// (and a memset of the scale unless scale_zeroed), or one with grid_counter where they fit one
+// wave; everything else one launch.
 void act_and_quant_cuda(const ActQuantArgs& a, Stream stream);
 #endif
 
