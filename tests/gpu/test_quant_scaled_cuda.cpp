@@ -44,6 +44,7 @@ struct ScaledCase {
   float static_scale = 0.0f;  // kStatic
   bool use_ub = false;        // kDynamicPerToken
   float ub = 0.0f;
+  bool grid_counter = false;  // kDynamicPerTensor: a counter after the scale (the one-launch form)
 };
 
 // Runs the reference and the CUDA launcher on `x` (a CPU view into the contiguous `base`) and
@@ -88,7 +89,10 @@ void check_scaled(const Tensor& base, const Tensor& x, const ScaledCase& sc, uin
   // CUDA, outputs poisoned.
   const Tensor x_d = device_view(base, x);
   Tensor out_d = poisoned({out_rows, k}, DType::kU8, Device::cuda(0), kPoisonCodes);
-  Tensor scale_d = poisoned({scale_count}, DType::kF32, Device::cuda(0), kPoisonScales);
+  const bool counter = sc.grid_counter && sc.mode == ScaledQuantMode::kDynamicPerTensor;
+  const Tensor scale_and_counter = poisoned({scale_count + 1}, DType::kF32, Device::cuda(0), kPoisonScales);
+  Tensor scale_d = counter ? scale_and_counter.narrow(0, 0, 1)
+                           : poisoned({scale_count}, DType::kF32, Device::cuda(0), kPoisonScales);
   if (sc.mode == ScaledQuantMode::kStatic) scale_d.copy_(Tensor::from_vector(std::vector<float>{sc.static_scale}));
   const Tensor ub_d = ub_h.to(Device::cuda(0));
   ScaledFp8QuantArgs ad = a;
@@ -96,6 +100,7 @@ void check_scaled(const Tensor& base, const Tensor& x, const ScaledCase& sc, uin
   ad.out = out_d.data_ptr();
   ad.scale = static_cast<float*>(scale_d.data_ptr());
   ad.scale_ub = sc.use_ub ? static_cast<const float*>(ub_d.data_ptr()) : nullptr;
+  if (counter) ad.grid_counter = static_cast<uint32_t*>(scale_and_counter.data_ptr()) + 1;
   ops::scaled_fp8_quant_cuda(ad, Stream{});
 
   expect_same_tensor(c, "scale", scale_d, scale_h);
@@ -148,6 +153,9 @@ TEST(QuantScaledCuda, EveryModeShapeDTypeAndLayout) {
           check_scaled(base, x, sc, seed);
           sc.mode = ScaledQuantMode::kDynamicPerTensor;
           check_scaled(base, x, sc, seed);
+          sc.grid_counter = true;  // one launch over a grid barrier for mid-sized inputs
+          check_scaled(base, x, sc, seed, "grid counter");
+          sc.grid_counter = false;
           sc.mode = ScaledQuantMode::kDynamicPerToken;
           check_scaled(base, x, sc, seed);
           if (!big) {  // padding rows, and the per-token upper bound
@@ -157,6 +165,10 @@ TEST(QuantScaledCuda, EveryModeShapeDTypeAndLayout) {
               sc.mode = mode;
               check_scaled(base, x, sc, seed, "padded");
             }
+            sc.mode = ScaledQuantMode::kDynamicPerTensor;
+            sc.grid_counter = true;
+            check_scaled(base, x, sc, seed, "padded, grid counter");
+            sc.grid_counter = false;
             sc.out_rows = -1;
             sc.mode = ScaledQuantMode::kDynamicPerToken;
             sc.use_ub = true;
@@ -208,6 +220,16 @@ TEST(QuantScaledCuda, EdgeCases) {
             check_scaled(base, x, sc, seed, "specials, ub " + std::to_string(ub));
           }
         }
+      }
+      // The one-launch form (grid counter) of a mid-sized input with the same specials.
+      for (const auto* values : {&with_inf, &finite}) {
+        const uint32_t seed = next_seed();
+        const auto [base, x] = input_of(*values, 64, 4097, in);
+        ScaledCase sc;
+        sc.out = out;
+        sc.mode = ScaledQuantMode::kDynamicPerTensor;
+        sc.grid_counter = true;
+        check_scaled(base, x, sc, seed, "specials, grid counter");
       }
       // All zeros: s = 0 per tensor gives zero codes; per token, the floor.
       const auto [zb, zx] = input_of({0.0f}, 3, 100, in);

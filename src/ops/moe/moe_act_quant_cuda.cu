@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/grid_barrier.cuh"
 #include "ops/activation/activation_math.cuh"
 #include "ops/moe/moe_act_quant_cuda.h"
 #include "ops/quant/quant_launch.cuh"
@@ -85,14 +86,6 @@ __device__ __forceinline__ uint32_t rows_in_use(const ActQuantParams& p) {
   if (p.rows_in_use == nullptr) return p.rows;
   const int32_t used = *p.rows_in_use;
   return used <= 0 ? 0u : min(uint32_t(used), p.rows);
-}
-
-// A GPU-scope acquire load: what the writer made visible before its release (here a fence and
-// an atomic add) is visible after it.
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* ptr) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
-  return v;
 }
 
 template <typename T, bool kSilu>
@@ -171,9 +164,9 @@ __global__ void __launch_bounds__(kThreads) act_quant_kernel(const ActQuantParam
     }
   } else if constexpr (kPass == Pass::kGrid) {
     // kAmax then kFromY in one launch of at most one block a multiprocessor: each block's y stays
-    // in registers across a grid barrier. Every block is resident before the next kernel can
-    // start (it waits for all of this grid's pdl_allow_dependents above), so none waits for a
-    // multiprocessor that a block of the next kernel holds.
+    // in registers across a grid barrier (core/cuda/grid_barrier.cuh). Every block is resident
+    // before the next kernel can start (it waits for all of this grid's pdl_allow_dependents
+    // above), so none waits for a multiprocessor that a block of the next kernel holds.
     __shared__ uint32_t reduce_buffer[kWarps];
     __shared__ float block_scale;
     Elems<T, kRun> y[kGridRuns];
@@ -189,10 +182,8 @@ __global__ void __launch_bounds__(kThreads) act_quant_kernel(const ActQuantParam
     m = block_max(m, reduce_buffer);
     if (threadIdx.x == 0) {
       atomicMax(reinterpret_cast<int*>(p.scale), __float_as_int(__fdiv_rn(__uint_as_float(m), p.fp8_max)));
-      __threadfence();  // the max before the arrival
-      atomicAdd(p.grid_counter, 1u);
-      while (load_acquire(p.grid_counter) < gridDim.x) __nanosleep(64);
-      block_scale = __uint_as_float(load_acquire(reinterpret_cast<const uint32_t*>(p.scale)));
+      cuda::grid_arrive_and_wait(p.grid_counter);
+      block_scale = __uint_as_float(cuda::load_acquire(reinterpret_cast<const uint32_t*>(p.scale)));
     }
     __syncthreads();
     const float s = block_scale;

@@ -66,10 +66,14 @@ QuantResult scaled_fp8_quant(const Tensor& input, const ScaledFp8QuantOptions& o
   QuantResult result;
   result.q =
       options.output.defined() ? options.output : Tensor::empty({out_rows, k}, options.out_dtype, input.device());
+  Tensor scale_and_counter;  // dynamic per-tensor: the scale, then the CUDA kernels' grid counter
   if (is_static) {
     result.scale = options.scale;  // returned as given
+  } else if (per_token) {
+    result.scale = Tensor::empty(Shape{out_rows, 1}, DType::kF32, input.device());
   } else {
-    result.scale = Tensor::empty(per_token ? Shape{out_rows, 1} : Shape{1}, DType::kF32, input.device());
+    scale_and_counter = Tensor::empty(Shape{2}, DType::kF32, input.device());
+    result.scale = scale_and_counter.narrow(0, 0, 1);
   }
 
   ScaledFp8QuantArgs args;
@@ -83,6 +87,7 @@ QuantResult scaled_fp8_quant(const Tensor& input, const ScaledFp8QuantOptions& o
   args.out_rows = out_rows;
   args.out_row_stride = k;
   args.scale = static_cast<float*>(result.scale.data_ptr());
+  if (scale_and_counter.defined()) args.grid_counter = static_cast<uint32_t*>(scale_and_counter.data_ptr()) + 1;
   args.scale_ub = options.scale_ub.defined() ? static_cast<const float*>(options.scale_ub.data_ptr()) : nullptr;
   args.mode = is_static   ? ScaledQuantMode::kStatic
               : per_token ? ScaledQuantMode::kDynamicPerToken

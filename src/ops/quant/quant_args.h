@@ -29,6 +29,9 @@ struct ScaledFp8QuantArgs {
   // kStatic: read, one element. kDynamicPerTensor: written, one element. kDynamicPerToken:
   // written, out_rows elements with stride 1 (rows past m get 1.0f).
   float* scale = nullptr;
+  // kDynamicPerTensor: null, or the 4 bytes right after *scale, for the one-launch form of a
+  // mid-sized input (a grid barrier's counter; zeroed here with the scale).
+  uint32_t* grid_counter = nullptr;
   const float* scale_ub = nullptr;  // kDynamicPerToken only; null: no bound
   ScaledQuantMode mode = ScaledQuantMode::kDynamicPerTensor;
   float fp8_max = 448.0f;

@@ -27,9 +27,11 @@ void launch_absmax(DType in_dtype, const Region& in, const void* p, float fp8_ma
   });
 }
 
+int64_t grid_dynamic_elements() { return int64_t(sm_count()) * kThreads * kChunk; }
+
 void launch_per_tensor_quant(DType in_dtype, DType out_dtype, PerTensorQuantParams p, int64_t m, int64_t k,
                              int64_t in_row_stride, int64_t out_rows, int64_t out_row_stride, cudaStream_t stream,
-                             const AbsmaxParams* absmax_first) {
+                             const AbsmaxParams* absmax_first, uint32_t* grid_counter) {
   dispatch_input_and_format(in_dtype, out_dtype, [&](auto t, auto f) {
     using T = decltype(t);
     using F = decltype(f);
@@ -54,6 +56,14 @@ void launch_per_tensor_quant(DType in_dtype, DType out_dtype, PerTensorQuantPara
       p.in_cols = k;
       p.vec_in = p.in_col_stride == 1 && rows_aligned(p.in, in_row_stride, sizeof(T), m, 16);
       p.vec_out = rows_aligned(p.out, out_row_stride, 1, out_rows, 16);
+    }
+    if (absmax_first != nullptr && grid_counter != nullptr) {
+      const int64_t chunks = std::max(absmax_first->rows * ceil_div(absmax_first->cols, kChunk), p.rows * ceil_div(p.cols, kChunk));
+      const int64_t blocks = std::clamp<int64_t>(ceil_div(chunks, kThreads), 1, sm_count());
+      cuda::launch_pdl(grid_dynamic_per_tensor_quant_kernel<T, F>, unsigned(blocks), kThreads, 0, stream, *absmax_first, p,
+                       grid_counter);
+      FP8KIT_CHECK_LAUNCH(stream, "grid_dynamic_per_tensor_quant_kernel");
+      return;
     }
     if (absmax_first != nullptr) {
       cuda::launch_pdl(small_dynamic_per_tensor_quant_kernel<T, F>, 1, kThreads, 0, stream, *absmax_first, p);
@@ -187,10 +197,20 @@ void scaled_fp8_quant_cuda(const ScaledFp8QuantArgs& a, Stream stream) {
       // trip, so the three steps capture into a CUDA graph. Small inputs: one block does both.
       const size_t element_size = dtype_size(a.in_dtype);
       const Region in = input_region(a.input, element_size, a.m, a.k, a.input_row_stride, 1);
+      const AbsmaxParams first{a.input, in.row_stride, in.col_stride, in.rows, in.cols, in.vec, a.fp8_max, a.scale};
       if (a.m * a.k <= kSmallDynamicElements) {
-        const AbsmaxParams first{a.input, in.row_stride, in.col_stride, in.rows, in.cols, in.vec, a.fp8_max, a.scale};
         launch_per_tensor_quant(a.in_dtype, a.out_dtype, p, a.m, a.k, a.input_row_stride, a.out_rows, a.out_row_stride,
                                 s, &first);
+        break;
+      }
+      if (a.grid_counter != nullptr && a.m * a.k <= grid_dynamic_elements()) {
+        // The scale and the counter after it, zeroed by one memset.
+        if (reinterpret_cast<const char*>(a.grid_counter) != reinterpret_cast<const char*>(a.scale + 1)) {
+          throw Error(ErrorCode::kInternal, "scaled_fp8_quant: the grid counter must follow the scale");
+        }
+        FP8KIT_CUDA_CHECK(cudaMemsetAsync(a.scale, 0, 2 * sizeof(float), s));
+        launch_per_tensor_quant(a.in_dtype, a.out_dtype, p, a.m, a.k, a.input_row_stride, a.out_rows, a.out_row_stride,
+                                s, &first, a.grid_counter);
         break;
       }
       FP8KIT_CUDA_CHECK(cudaMemsetAsync(a.scale, 0, sizeof(float), s));

@@ -5,6 +5,7 @@
 // the H200's 4.27 TB/s copy rate; dynamic per-tensor reads its input twice (160 MiB, 39 us).
 #pragma once
 
+#include "core/cuda/grid_barrier.cuh"
 #include "core/cuda/pdl.cuh"
 #include "ops/quant/quant_kernel_util.cuh"
 
@@ -127,6 +128,31 @@ __global__ void __launch_bounds__(kThreads) small_dynamic_per_tensor_quant_kerne
   const float s = __fdiv_rn(abs_bits_to_float(m, T{}), a.fp8_max);
   if (threadIdx.x == 0) *a.result = s;
   quantize_per_tensor<T, F>(p, s, threadIdx.x, blockDim.x);
+}
+
+
+// Dynamic per-tensor scaled_fp8_quant of a mid-sized input in one launch of at most one block a
+// multiprocessor: the blocks' absmax into *a.result (and the counter right after it, both zeroed
+// before), a grid barrier (core/cuda/grid_barrier.cuh), then the codes of `p` with the scale,
+// the input read again from L2. The same bits as absmax_kernel then per_tensor_quant_kernel.
+// Every block is resident before the next kernel can start (it waits for all of this grid's
+// pdl_allow_dependents), so none waits for a multiprocessor a block of the next kernel holds.
+template <typename T, typename F>
+__global__ void __launch_bounds__(kThreads) grid_dynamic_per_tensor_quant_kernel(const AbsmaxParams a,
+                                                                                const PerTensorQuantParams p,
+                                                                                uint32_t* counter) {
+  cuda::pdl_wait();  // launched by launch_pdl (core/cuda/pdl.cuh)
+  cuda::pdl_allow_dependents();
+  __shared__ uint32_t reduce_buffer[kWarps];
+  __shared__ float block_scale;
+  const uint32_t m = block_max(absmax_bits_of<T>(a, global_thread(), grid_threads()), reduce_buffer);
+  if (threadIdx.x == 0) {
+    atomicMax(reinterpret_cast<int*>(a.result), __float_as_int(__fdiv_rn(abs_bits_to_float(m, T{}), a.fp8_max)));
+    cuda::grid_arrive_and_wait(counter);
+    block_scale = __uint_as_float(cuda::load_acquire(reinterpret_cast<const uint32_t*>(a.result)));
+  }
+  __syncthreads();
+  quantize_per_tensor<T, F>(p, block_scale, global_thread(), grid_threads());
 }
 
 // ---- one scale per row: dynamic per-token, and per-channel weights ----------------------------

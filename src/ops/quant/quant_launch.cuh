@@ -121,12 +121,18 @@ void launch_absmax(DType in_dtype, const Region& in, const void* p, float fp8_ma
 // are zero codes. Fills the region fields of p. With `absmax_first` (a small input: at most
 // kSmallDynamicElements), one block first computes the scale into absmax_first->result itself
 // (launch_absmax's value, nothing zeroed before) and then quantizes with it.
+// With `grid_counter` as well (a mid-sized input: at most grid_dynamic_elements()), one launch of
+// one block a multiprocessor at most does the same across a grid barrier on the counter; the
+// caller zeroes *absmax_first->result and the counter before.
 void launch_per_tensor_quant(DType in_dtype, DType out_dtype, kernels::PerTensorQuantParams p, int64_t m, int64_t k,
                              int64_t in_row_stride, int64_t out_rows, int64_t out_row_stride, cudaStream_t stream,
-                             const kernels::AbsmaxParams* absmax_first = nullptr);
+                             const kernels::AbsmaxParams* absmax_first = nullptr, uint32_t* grid_counter = nullptr);
 // Dynamic per-tensor quantization in one block up to this many input elements (two 16-element
 // chunks a thread): one launch instead of a memset and two (decode-sized activations).
 constexpr int64_t kSmallDynamicElements = 2 * kernels::kThreads * kernels::kChunk;
+// ... and in one launch over a grid barrier up to one 16-element chunk a thread of one block a
+// multiprocessor (540,672 elements on 132): a memset and one launch instead of a memset and two.
+int64_t grid_dynamic_elements();
 // One scale per row (dynamic per-token, per-channel weights).
 void launch_row_quant(DType in_dtype, DType out_dtype, const kernels::RowQuantParams& p, cudaStream_t stream);
 
