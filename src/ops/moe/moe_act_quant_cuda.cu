@@ -133,14 +133,20 @@ __global__ void __launch_bounds__(kThreads) act_quant_kernel(const ActQuantParam
       }
       c.next();
     }
-  } else if constexpr (kPass == Pass::kSmall) {
-    // kAmax then kFromY in one block: the max over the block is the max over all, and y goes
-    // from the registers to the codes instead of through memory (act.out is not touched).
+  } else if constexpr (kPass == Pass::kSmall || kPass == Pass::kGrid) {
+    // kAmax then kFromY with y kept in registers instead of going through memory (act.out is not
+    // touched). kSmall: one block, whose max is the max over all. kGrid: one launch of at most one
+    // block a multiprocessor, the blocks' maxima met across a grid barrier
+    // (core/cuda/grid_barrier.cuh); every block is resident before the next kernel can start (it
+    // waits for all of this grid's pdl_allow_dependents above), so none waits for a
+    // multiprocessor that a block of the next kernel holds.
+    constexpr int kRuns = kPass == Pass::kSmall ? kSmallRuns : kGridRuns;
     __shared__ uint32_t reduce_buffer[kWarps];
-    Elems<T, kRun> y[kSmallRuns];
-    uint32_t row[kSmallRuns], col[kSmallRuns], m = 0;
+    __shared__ float grid_scale;
+    Elems<T, kRun> y[kRuns];
+    uint32_t row[kRuns], col[kRuns], m = 0;
 #pragma unroll
-    for (int j = 0; j < kSmallRuns; ++j, c.next()) {
+    for (int j = 0; j < kRuns; ++j, c.next()) {
       row[j] = c.row, col[j] = c.run * kRun;
       if (c.row < rows) {
         y[j] = activation_run<T, kSilu>(p, c.row, col[j]);
@@ -148,48 +154,21 @@ __global__ void __launch_bounds__(kThreads) act_quant_kernel(const ActQuantParam
       }
     }
     m = block_max(m, reduce_buffer);
-    const float s = __fdiv_rn(__uint_as_float(m), p.fp8_max);
-    if (threadIdx.x == 0) *p.scale = s;
+    float s = __fdiv_rn(__uint_as_float(m), p.fp8_max);
+    if constexpr (kPass == Pass::kSmall) {
+      if (threadIdx.x == 0) *p.scale = s;
+    } else {
+      if (threadIdx.x == 0) {
+        atomicMax(reinterpret_cast<int*>(p.scale), __float_as_int(s));
+        cuda::grid_arrive_and_wait(p.grid_counter);
+        grid_scale = __uint_as_float(cuda::load_acquire(reinterpret_cast<const uint32_t*>(p.scale)));
+      }
+      __syncthreads();
+      s = grid_scale;
+    }
     const float inv = __fdiv_rn(1.0f, s);
 #pragma unroll
-    for (int j = 0; j < kSmallRuns; ++j) {
-      if (row[j] >= rows) continue;
-      Codes<kRun> q;
-      if (s == 0.0f) {
-        q.zero();
-      } else {
-        q = quantize_mul<F>(y[j], inv, fp8_max);
-      }
-      q.store_vector(p.q + (uint64_t(row[j]) * p.ldq + col[j]));
-    }
-  } else if constexpr (kPass == Pass::kGrid) {
-    // kAmax then kFromY in one launch of at most one block a multiprocessor: each block's y stays
-    // in registers across a grid barrier (core/cuda/grid_barrier.cuh). Every block is resident
-    // before the next kernel can start (it waits for all of this grid's pdl_allow_dependents
-    // above), so none waits for a multiprocessor that a block of the next kernel holds.
-    __shared__ uint32_t reduce_buffer[kWarps];
-    __shared__ float block_scale;
-    Elems<T, kRun> y[kGridRuns];
-    uint32_t row[kGridRuns], col[kGridRuns], m = 0;
-#pragma unroll
-    for (int j = 0; j < kGridRuns; ++j, c.next()) {
-      row[j] = c.row, col[j] = c.run * kRun;
-      if (c.row < rows) {
-        y[j] = activation_run<T, kSilu>(p, c.row, col[j]);
-        m = max(m, __float_as_uint(y[j].absmax()));
-      }
-    }
-    m = block_max(m, reduce_buffer);
-    if (threadIdx.x == 0) {
-      atomicMax(reinterpret_cast<int*>(p.scale), __float_as_int(__fdiv_rn(__uint_as_float(m), p.fp8_max)));
-      cuda::grid_arrive_and_wait(p.grid_counter);
-      block_scale = __uint_as_float(cuda::load_acquire(reinterpret_cast<const uint32_t*>(p.scale)));
-    }
-    __syncthreads();
-    const float s = block_scale;
-    const float inv = __fdiv_rn(1.0f, s);
-#pragma unroll
-    for (int j = 0; j < kGridRuns; ++j) {
+    for (int j = 0; j < kRuns; ++j) {
       if (row[j] >= rows) continue;
       Codes<kRun> q;
       if (s == 0.0f) {
