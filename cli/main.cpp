@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "fp8kit/error.h"
+#include "fp8kit/runtime/overrides.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"fp8kit: FP8 checkpoints and kernels, vLLM-compatible, without Python"};
@@ -13,7 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "fp8kit 0.1.0");
   int threads = 0;
   app.add_option("--threads", threads, "CPU threads to use (default: all; also FP8KIT_NUM_THREADS)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, fp8kit::kMaxThreads));
   std::function<int()> run;
   fp8kit::cli::add_quantize(app, run);
   fp8kit::cli::add_dequantize(app, run);
@@ -25,7 +26,16 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : fp8kit::cli::kExitUsage;
   }
-  if (threads > 0) setenv("FP8KIT_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  // Every FP8KIT_* knob is parsed once, here; a bad value is a usage error naming the variable.
+  try {
+    fp8kit::Overrides overrides = fp8kit::Overrides::from_environment();
+    if (threads > 0) overrides.num_threads = threads;
+    fp8kit::set_process_overrides(overrides);
+  } catch (const fp8kit::Error& e) {
+    std::fprintf(stderr, "fp8kit: error: %s\n", e.what());
+    return fp8kit::cli::kExitUsage;
+  }
+  if (threads > 0) setenv("FP8KIT_NUM_THREADS", std::to_string(threads).c_str(), 1);  // the thread pool reads it
   try {
     return run();
   } catch (const fp8kit::Error& e) {

@@ -71,7 +71,7 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
       } else {
         const Tensor scale = convert::scale_as_f32(checkpoint, w->second.scale);
         const Tensor q = checkpoint.tensor(name);
-        t = ops::dequantize_weight(q, scale, out_dtype, w->second.block);
+        t = ops::dequantize_weight(ForwardContext::from_environment(), q, scale, out_dtype, w->second.block);
         report.tensors_quantized++;
       }
       shards.write(shard, name, t);

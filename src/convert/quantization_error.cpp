@@ -40,7 +40,7 @@ std::vector<WeightError> measure_quantization_error(const std::string& reference
     FP8KIT_CHECK_ARG(reference.contains(name), "{} has no tensor {}", reference_dir, name);
     FP8KIT_CHECK_ARG(!w.scheme.empty(), "{}: {} has no usable scale", fp8_dir, name);
     const Tensor ref = as_f32(reference.tensor(name));
-    const Tensor deq = ops::dequantize_weight(quantized.tensor(name), scale_as_f32(quantized, w.scale), DType::kF32,
+    const Tensor deq = ops::dequantize_weight(ForwardContext::from_environment(), quantized.tensor(name), scale_as_f32(quantized, w.scale), DType::kF32,
                                               w.block);
     const int64_t n = ref.size(0), k = ref.size(1);
     std::vector<double> x(k * kColumns);

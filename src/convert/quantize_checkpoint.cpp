@@ -60,6 +60,7 @@ ops::QuantResult quantize_one(const Checkpoint& checkpoint, const std::string& n
                               const QuantizeOptions& options, const QuantizePlan& plan,
                               std::map<std::string, float>& group_scales) {
   const Tensor w = aligned_tensor(checkpoint, name);
+  const ForwardContext ctx = ForwardContext::from_environment();
   switch (options.scheme) {
     case QuantScheme::kPerTensor: {
       auto it = group_scales.find(planned.shared_scale_group);
@@ -69,16 +70,16 @@ ops::QuantResult quantize_one(const Checkpoint& checkpoint, const std::string& n
       }
       ops::ScaledFp8QuantOptions o;
       o.scale = Tensor::scalar_f32(it->second);
-      return ops::scaled_fp8_quant(w, o);
+      return ops::scaled_fp8_quant(ctx, w, o);
     }
     case QuantScheme::kPerChannel:
       checked_absmax(checkpoint, name);
-      return ops::quantize_weight_per_channel(w);
+      return ops::quantize_weight_per_channel(ctx, w);
     case QuantScheme::kBlock: {
       checked_absmax(checkpoint, name);
       ops::WeightQuantOptions o;
       o.ue8m0_scales = options.ue8m0_scales;
-      return ops::quantize_weight_block(w, options.block_n, options.block_k, o);
+      return ops::quantize_weight_block(ctx, w, options.block_n, options.block_k, o);
     }
   }
   fail(ErrorCode::kInternal, "unknown quantization scheme");

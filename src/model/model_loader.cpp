@@ -105,6 +105,7 @@ std::unique_ptr<FusedMoE> make_moe(const MoESpec& s, const ModelDescription& d, 
   o.ep_size = options.ep_size;
   o.ep_rank = options.ep_rank;
   o.device = options.device;
+  o.force_weight_only = options.overrides.force_weight_only;
   return std::make_unique<FusedMoE>(s.prefix, o);
 }
 
@@ -245,12 +246,16 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& descripti
   linear_options.quant_config = model.quant_config.get();
   linear_options.parallel = options.parallel;
   linear_options.device = options.device;
+  linear_options.force_weight_only = options.overrides.force_weight_only;
   for (const LinearSpec& spec : description.linears) model.linears.emplace(spec.prefix, make_linear(spec, linear_options));
   AttentionOptions attention_options;
   attention_options.kv_cache_dtype = options.kv_cache_dtype;
   attention_options.calculate_kv_scales = options.calculate_kv_scales;
   attention_options.quant_config = model.quant_config.get();
   attention_options.device = options.device;
+  attention_options.q_range = options.overrides.q_scale_constant;
+  attention_options.k_range = options.overrides.k_scale_constant;
+  attention_options.v_range = options.overrides.v_scale_constant;
   for (const MoESpec& spec : description.moes) {
     model.moes.emplace(spec.prefix, make_moe(spec, description, model.quant_config.get(), options));
   }
@@ -313,8 +318,9 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& descripti
       model.moes.at(spec.prefix)->e_score_correction_bias = model.plain.at(spec.e_score_correction_bias);
     }
   }
-  for (auto& [prefix, layer] : model.linears) layer->process_weights_after_loading();
-  for (auto& [prefix, layer] : model.moes) layer->process_weights_after_loading();
+  const ForwardContext ctx(options.device, options.overrides);
+  for (auto& [prefix, layer] : model.linears) layer->process_weights_after_loading(ctx);
+  for (auto& [prefix, layer] : model.moes) layer->process_weights_after_loading(ctx);
   for (auto& [prefix, layer] : model.attentions) layer->process_weights_after_loading();
   return model;
 }

@@ -4,7 +4,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <sys/wait.h>
 
 #include "convert/synthetic_checkpoint.h"
 #include "fp8kit/checkpoint.h"
@@ -51,6 +57,27 @@ TEST(Cli, BadCommandLinesExitTwo) {
   EXPECT_NE(r.output.find("per-row"), std::string::npos) << r.output;
   EXPECT_EQ(run_cli("--help").exit_code, 0);
   EXPECT_EQ(run_cli("--version").output, "fp8kit 0.1.0\n");
+}
+
+// Every FP8KIT_* knob is parsed once at start-up; a bad value is a usage error naming it.
+TEST(Cli, BadKnobsInTheEnvironmentExitTwo) {
+  const std::string root = testing::scratch_dir();
+  for (const auto& [assignment, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"FP8KIT_NUM_THREADS=abc", "FP8KIT_NUM_THREADS='abc': expected an integer from 1 to 1024"},
+           {"FP8KIT_NUM_THREADS=100000", "FP8KIT_NUM_THREADS='100000': expected an integer from 1 to 1024"},
+           {"FP8KIT_GEMM_BACKEND=cutlass", "FP8KIT_GEMM_BACKEND='cutlass': expected one of decode, wgmma, cublaslt, fallback"}}) {
+    const std::string command = assignment + " " + FP8KIT_CLI_PATH + " inspect " + root + " 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string output;
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+    const int status = pclose(pipe);
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 2) << assignment;
+    EXPECT_EQ(output, "fp8kit: error: " + message + "\n");
+  }
+  EXPECT_EQ(run_cli("--threads 1025 inspect " + root).exit_code, 2);
 }
 
 TEST(Cli, ErrorsAreOneLineAndExitOne) {

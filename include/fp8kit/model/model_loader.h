@@ -22,6 +22,7 @@
 #include "fp8kit/layers/fused_moe.h"
 #include "fp8kit/layers/linear.h"
 #include "fp8kit/layers/quantization_config.h"
+#include "fp8kit/runtime/overrides.h"
 
 namespace fp8kit {
 
@@ -99,6 +100,9 @@ struct LoadOptions {
   Device device = Device::cpu();
   std::string kv_cache_dtype = "auto";
   bool calculate_kv_scales = false;
+  // The kernel knobs of the post-processing and of the layers it builds (force_weight_only, the
+  // q/k/v scale constants); engines and the CLI pass process_overrides().
+  Overrides overrides;
 };
 
 class LoadedModel {

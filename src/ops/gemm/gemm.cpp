@@ -46,7 +46,7 @@ ScaleKind vector_scale_kind(const Tensor& s, std::string_view name, int64_t rows
 
 }  // namespace
 
-Tensor scaled_mm(const Tensor& a, const Tensor& b_in, const Tensor& scale_a, const Tensor& scale_b,
+Tensor scaled_mm(const ForwardContext& ctx, const Tensor& a, const Tensor& b_in, const Tensor& scale_a, const Tensor& scale_b,
                  const ScaledMmOptions& options) {
   require_defined(kOp, a, "a");
   require_defined(kOp, b_in, "b");
@@ -117,7 +117,8 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b_in, const Tensor& scale_a, con
   args.out_dtype = out_dtype;
   args.fast_accum = options.fast_accum && !options.block;
   if (m == 0 || n == 0) return out;
-  route(kOp, a.device(), args, scaled_mm_ref, scaled_mm_cuda, options.stream);
+  args.overrides = &ctx.overrides();
+  route(kOp, ctx, a.device(), args, scaled_mm_ref, scaled_mm_cuda);
   return out;
 }
 

@@ -1,7 +1,6 @@
 // Public entry of weight_only_mm (include/fp8kit/ops/gemm.h): validates once, fills
 // WeightOnlyMmArgs, routes by device. Tested by tests/cpu/test_weight_only.cpp and
 // tests/gpu/test_weight_only_cuda.cpp.
-#include <cstdlib>
 #include <string_view>
 
 #include "fp8kit/ops/gemm.h"
@@ -13,7 +12,7 @@ namespace fp8kit::ops {
 
 using namespace detail;
 
-Tensor weight_only_mm(const Tensor& x, const Tensor& w_in, const Tensor& w_scale, const WeightOnlyMmOptions& options) {
+Tensor weight_only_mm(const ForwardContext& ctx, const Tensor& x, const Tensor& w_in, const Tensor& w_scale, const WeightOnlyMmOptions& options) {
   constexpr std::string_view kOp = "weight_only_mm";
   require_defined(kOp, x, "x");
   require_defined(kOp, w_in, "w");
@@ -86,13 +85,8 @@ Tensor weight_only_mm(const Tensor& x, const Tensor& w_in, const Tensor& w_scale
   args.out = out.data_ptr();
   args.ldc = n;
   if (m == 0 || n == 0) return out;
-  if (x.device().is_cuda()) {
-    const char* env = std::getenv("FP8KIT_WEIGHT_ONLY_GEMM");
-    const std::string_view forced = env != nullptr ? env : "";
-    FP8KIT_CHECK_ARG(forced.empty() || forced == "cuda_core" || forced == "tiled",
-                     "FP8KIT_WEIGHT_ONLY_GEMM={}: expected cuda_core or tiled", forced);
-  }
-  route(kOp, x.device(), args, weight_only_mm_ref, weight_only_mm_cuda, options.stream);
+  args.overrides = &ctx.overrides();
+  route(kOp, ctx, x.device(), args, weight_only_mm_ref, weight_only_mm_cuda);
   return out;
 }
 

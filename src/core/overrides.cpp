@@ -1,6 +1,8 @@
 // Overrides::parse (include/fp8kit/runtime/overrides.h): one parser per kind of value, each
 // error naming the variable, what it got and what it accepts; the process-wide instance.
-// Tested by tests/cpu/test_overrides.cpp.
+// It lives in core (below the runtime that hands it to ops) because process-wide code there reads
+// the process overrides: the thread pool and the CUDA launch checks. Tested by
+// tests/cpu/test_overrides.cpp.
 #include "fp8kit/runtime/overrides.h"
 
 #include <charconv>
