@@ -9,8 +9,8 @@ namespace fp8kit::ops::detail {
 
 void require_context_device(std::string_view op, const ForwardContext& ctx, const Tensor& t, std::string_view name) {
   if (!t.defined()) return;
-  FP8KIT_CHECK_ARG(t.device() == ctx.device(), "{}: `{}` is on {} but the context is on {}", op, name,
-                   t.device().str(), ctx.device().str());
+  FP8KIT_CHECK_ARG(t.device() == ctx.device(), "{}: `{}` is on {} but the context is on {}", op, name, t.device().str(),
+                   ctx.device().str());
 }
 
 void require_reference_backend(std::string_view op, Device device) {

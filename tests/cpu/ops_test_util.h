@@ -84,7 +84,8 @@ inline double ulp_of(double v, DType dtype) {
 // A tensor that claims to live on cuda:0 but points at host memory: enough for the argument
 // checks and the routing, which never dereference it.
 inline Tensor fake_cuda_tensor(const Shape& shape, DType dtype) {
-  auto host = std::make_shared<std::vector<uint8_t>>(size_t(std::max<int64_t>(shape_numel(shape), 1)) * dtype_size(dtype));
+  auto host =
+      std::make_shared<std::vector<uint8_t>>(size_t(std::max<int64_t>(shape_numel(shape), 1)) * dtype_size(dtype));
   return Tensor::from_blob(host->data(), shape, dtype, Device::cuda(0), host);
 }
 

@@ -118,7 +118,8 @@ inline Bench build(const Problem& p) {
   b.ks = {0.02f}, b.vs = {0.015f};
   if (p.per_head_scales) {
     b.ks.clear(), b.vs.clear();
-    for (int64_t h = 0; h < Hkv; ++h) b.ks.push_back(0.01f + 0.007f * float(h)), b.vs.push_back(0.03f - 0.002f * float(h));
+    for (int64_t h = 0; h < Hkv; ++h)
+      b.ks.push_back(0.01f + 0.007f * float(h)), b.vs.push_back(0.03f - 0.002f * float(h));
   }
   b.cache.k_scale = Tensor::from_vector(b.ks);
   b.cache.v_scale = Tensor::from_vector(b.vs);
@@ -163,7 +164,8 @@ inline Bench build(const Problem& p) {
             b.value_dense[size_t(r)][dense_at] = vx;
             ops_test::set_element(b.expected_key_cache, at, kx);
             ops_test::set_element(b.expected_value_cache, at, vx);
-            if (!is_new) ops_test::set_element(b.cache.key_cache, at, kx), ops_test::set_element(b.cache.value_cache, at, vx);
+            if (!is_new)
+              ops_test::set_element(b.cache.key_cache, at, kx), ops_test::set_element(b.cache.value_cache, at, vx);
           }
           if (is_new) {
             kv_rows[size_t(row * kv_width + h * D + d)] = kx;
@@ -340,7 +342,8 @@ inline Calibration run_and_check(Bench& b, const ForwardContext& ctx) {
   EXPECT_EQ(out.dtype(), b.p.dtype);
   EXPECT_EQ(std::memcmp(b.cache.key_cache.data_ptr(), b.expected_key_cache.data_ptr(), b.cache.key_cache.nbytes()), 0)
       << "key cache bytes";
-  EXPECT_EQ(std::memcmp(b.cache.value_cache.data_ptr(), b.expected_value_cache.data_ptr(), b.cache.value_cache.nbytes()), 0)
+  EXPECT_EQ(
+      std::memcmp(b.cache.value_cache.data_ptr(), b.expected_value_cache.data_ptr(), b.cache.value_cache.nbytes()), 0)
       << "value cache bytes";
   const Expected e = dense_reference(b);
   const std::vector<float> got = ops_test::to_floats(out);

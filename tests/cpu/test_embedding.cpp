@@ -34,7 +34,8 @@ TEST(Embedding, CopiesRowsEveryDtype) {
 TEST(Embedding, BitCopyAndIdShapes) {
   ForwardContext ctx;
   Tensor table = Tensor::empty({3, 2}, DType::kBF16);
-  const uint16_t bits[6] = {0x7FC1, 0x8000, 0x3F80, 0xFF80, 0x0001, 0x7F7F};  // NaN payload, -0, 1, -inf, subnormal, max
+  const uint16_t bits[6] = {0x7FC1, 0x8000, 0x3F80,
+                            0xFF80, 0x0001, 0x7F7F};  // NaN payload, -0, 1, -inf, subnormal, max
   std::memcpy(table.data_ptr(), bits, sizeof(bits));
   const Tensor out = ops::embedding(ctx, Tensor::from_vector<int32_t>({2, 0, 1, 2}, {2, 2}), table);
   EXPECT_EQ(out.shape(), (Shape{2, 2, 2}));
@@ -62,14 +63,20 @@ TEST(Embedding, EmptyAndErrors) {
   ForwardContext ctx;
   Tensor table = make_tensor({1, 2, 3, 4}, {2, 2}, DType::kF16);
   EXPECT_EQ(ops::embedding(ctx, Tensor::from_vector<int64_t>({}), table).shape(), (Shape{0, 2}));
-  expect_invalid([&] { ops::embedding(ctx, Tensor::from_vector<int64_t>({0, 2}), table); },
-                 "embedding: ids[1] = 2 is outside the vocabulary [0, 2)");
+  expect_invalid(
+      [&] {
+        ops::embedding(ctx, Tensor::from_vector<int64_t>({0, 2}), table);
+      },
+      "embedding: ids[1] = 2 is outside the vocabulary [0, 2)");
   expect_invalid([&] { ops::embedding(ctx, Tensor::from_vector<int32_t>({-1}), table); },
                  "embedding: ids[0] = -1 is outside the vocabulary [0, 2)");
   expect_invalid([&] { ops::embedding(ctx, Tensor::from_vector<float>({0}), table); },
                  "embedding: `ids` must be a contiguous i32 or i64 tensor, got f32[1] on cpu");
-  expect_invalid([&] { ops::embedding(ctx, Tensor::from_vector<int64_t>({0}), Tensor::empty({2, 2}, DType::kE4M3FN)); },
-                 "embedding: `table` must be f32, f16 or bf16, got e4m3fn[2, 2] on cpu");
+  expect_invalid(
+      [&] {
+        ops::embedding(ctx, Tensor::from_vector<int64_t>({0}), Tensor::empty({2, 2}, DType::kE4M3FN));
+      },
+      "embedding: `table` must be f32, f16 or bf16, got e4m3fn[2, 2] on cpu");
   expect_invalid([&] { ops::embedding(ctx, Tensor::from_vector<int64_t>({0}), table.t()); },
                  "embedding: the last dimension of `table` must be contiguous, got strides [1, 2]");
   ops::EmbeddingOptions o;
@@ -83,9 +90,12 @@ TEST(Embedding, EmptyAndErrors) {
   expect_error([&] { ops::embedding(ctx, ops_test::fake_cuda_tensor({1}, DType::kI64), table); },
                ErrorCode::kInvalidArgument, "embedding: `ids` is on cuda:0 but the context is on cpu");
   ForwardContext cuda_ctx(Device::cuda(0));
-  expect_error([&] {
-    ops::embedding(cuda_ctx, ops_test::fake_cuda_tensor({1}, DType::kI64), ops_test::fake_cuda_tensor({2, 2}, DType::kF16));
-  }, ErrorCode::kUnsupported, "embedding: no CUDA kernel yet");
+  expect_error(
+      [&] {
+        ops::embedding(cuda_ctx, ops_test::fake_cuda_tensor({1}, DType::kI64),
+                       ops_test::fake_cuda_tensor({2, 2}, DType::kF16));
+      },
+      ErrorCode::kUnsupported, "embedding: no CUDA kernel yet");
 }
 
 }  // namespace

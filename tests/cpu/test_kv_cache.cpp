@@ -76,8 +76,7 @@ TEST(ReshapeAndCacheFlash, HandComputedE4m3Bytes) {
   const std::vector<uint8_t> expected = {0x40, 0xC8, 0x32, 0x7E, 0xFE, 0x7F, 0x00, 0x80, 0x80, 0x04};
   EXPECT_EQ(store_one(xs, 0.5f, KvCacheDtype::kFp8E4M3), expected);
   // "fp8" is e4m3: same bytes; scale 1.0 saturates 1000 to 448.
-  EXPECT_EQ(store_one({1000.0f, -1000.0f}, 1.0f, ops::parse_kv_cache_dtype("fp8")),
-            (std::vector<uint8_t>{0x7E, 0xFE}));
+  EXPECT_EQ(store_one({1000.0f, -1000.0f}, 1.0f, ops::parse_kv_cache_dtype("fp8")), (std::vector<uint8_t>{0x7E, 0xFE}));
 }
 
 TEST(ReshapeAndCacheFlash, TrueDivisionNotReciprocal) {
@@ -128,7 +127,7 @@ void run_store_case(const StoreCase& sc) {
   // qkv [key_rows, (H + 2 Hkv) * D]: key = columns [H D, (H + Hkv) D), value the next Hkv D.
   const int64_t width = (num_q_heads + 2 * hkv) * d;
   std::vector<float> qkv_values = ops_test::normal_values(size_t(key_rows * width), 7, 3.0f);
-  qkv_values[size_t(1 * width + num_q_heads * d + 2)] = kNaN;            // token 1, key head 0
+  qkv_values[size_t(1 * width + num_q_heads * d + 2)] = kNaN;           // token 1, key head 0
   qkv_values[size_t(3 * width + (num_q_heads + hkv) * d + 5)] = -kInf;  // token 3, value head 0
   for (int64_t i = num_tokens * width; i < key_rows * width; ++i) qkv_values[size_t(i)] = kNaN;  // trailing rows
   Tensor qkv = make_tensor(qkv_values, {key_rows, width}, sc.src);
@@ -186,7 +185,8 @@ void run_store_case(const StoreCase& sc) {
         uint8_t* kdst = ek + at * int64_t(esize);
         uint8_t* vdst = (sc.layout == Layout::kInterleaved ? ek : ev) + (at + v_base) * int64_t(esize);
         if (!fp8) {
-          const auto* ksrc = static_cast<const uint8_t*>(qkv.data_ptr()) + (t * width + num_q_heads * d + h * d + e) * int64_t(esize);
+          const auto* ksrc =
+              static_cast<const uint8_t*>(qkv.data_ptr()) + (t * width + num_q_heads * d + h * d + e) * int64_t(esize);
           const auto* vsrc = ksrc + hkv * d * int64_t(esize);
           std::memcpy(kdst, ksrc, esize);
           std::memcpy(vdst, vsrc, esize);
@@ -273,14 +273,16 @@ TEST(ReshapeAndCacheFlash, Errors) {
   expect_invalid(call(key, make_tensor(std::vector<float>(6), {1, 2, 3}, DType::kBF16), c.k, c.v, slots, fp8, s1, s1),
                  op + "`key` [2, 2, 3] and `value` [1, 2, 3] must have one shape");
   Tensor key4 = make_tensor(std::vector<float>(16), {2, 2, 4}, DType::kBF16);
-  expect_invalid(call(key4, key4, c.k, c.v, slots, fp8, s1, s1),
-                 op + "`key` must be [num_tokens, 2, 3] to match the caches (num_kv_heads, head_size), got bf16[2, 2, 4] on cpu");
+  expect_invalid(
+      call(key4, key4, c.k, c.v, slots, fp8, s1, s1),
+      op + "`key` must be [num_tokens, 2, 3] to match the caches (num_kv_heads, head_size), got bf16[2, 2, 4] on cpu");
   Caches small = poisoned_caches(1, 4, 2, 3);
   expect_invalid(call(key, key, c.k, small.v, slots, fp8, s1, s1),
                  op + "`key_cache` [2, 4, 2, 3] and `value_cache` [1, 4, 2, 3] must have one shape [num_blocks, "
                       "block_size, num_kv_heads, head_size]");
-  expect_invalid(call(key, key, c.k, c.v, slots, KvCacheDtype::kAuto, s1, s1),
-                 op + "with kv_cache_dtype auto, `key_cache` must be bf16 (the dtype of the keys), got u8[2, 4, 2, 3] on cpu");
+  expect_invalid(
+      call(key, key, c.k, c.v, slots, KvCacheDtype::kAuto, s1, s1),
+      op + "with kv_cache_dtype auto, `key_cache` must be bf16 (the dtype of the keys), got u8[2, 4, 2, 3] on cpu");
   Caches bf = poisoned_caches(2, 4, 2, 3, DType::kBF16);
   expect_invalid(call(key, key, bf.k, bf.v, slots, fp8, s1, s1),
                  op + "with kv_cache_dtype fp8_e4m3, `key_cache` must be u8 or e4m3fn, got bf16[2, 4, 2, 3] on cpu");
@@ -293,7 +295,8 @@ TEST(ReshapeAndCacheFlash, Errors) {
   expect_invalid(call(key, key, c.k, c.v, slots, fp8, s1, s2),
                  op + "k_scale and v_scale must be of shape [1] or [num_heads] (num_heads = 2), got [1] and [2]");
   expect_invalid(call(key, key, c.k, c.v, slots, fp8, Tensor(), s1), op + "`k_scale` is an undefined tensor");
-  expect_invalid(call(key, key, c.k, c.v, slots, fp8, make_tensor({1.0f}, {1}, DType::kBF16), make_tensor({1.0f}, {1}, DType::kBF16)),
+  expect_invalid(call(key, key, c.k, c.v, slots, fp8, make_tensor({1.0f}, {1}, DType::kBF16),
+                      make_tensor({1.0f}, {1}, DType::kBF16)),
                  op + "`k_scale` must be f32, got bf16[1] on cpu");
   expect_invalid(call(key, key, c.k, c.v, Tensor::from_vector<int64_t>({0, 8}), fp8, s1, s1),
                  op + "slot_mapping[1] = 8 is beyond the cache (2 blocks of 4 = 8 slots)");
@@ -301,8 +304,9 @@ TEST(ReshapeAndCacheFlash, Errors) {
                  op + "`slot_mapping` must be a contiguous i64 tensor, got i32[2] on cpu");
   expect_invalid(call(key, key, c.k, c.v, Tensor::from_vector<int64_t>({0, 1, 2}), fp8, s1, s1),
                  op + "`slot_mapping` has 3 tokens but `key` only 2 rows");
-  expect_invalid(call(key, key, c.k.narrow(3, 1, 2), c.v.narrow(3, 1, 2), slots, fp8, s1, s1),
-                 op + "`key` must be [num_tokens, 2, 2] to match the caches (num_kv_heads, head_size), got bf16[2, 2, 3] on cpu");
+  expect_invalid(
+      call(key, key, c.k.narrow(3, 1, 2), c.v.narrow(3, 1, 2), slots, fp8, s1, s1),
+      op + "`key` must be [num_tokens, 2, 2] to match the caches (num_kv_heads, head_size), got bf16[2, 2, 3] on cpu");
   Tensor wide = Tensor::empty({2, 4, 2, 6}, DType::kU8);
   Tensor strided = Tensor::from_storage(wide.storage(), {2, 4, 2, 3}, {48, 12, 6, 2}, 0, DType::kU8);
   expect_invalid(call(key, key, strided, strided, slots, fp8, s1, s1),
@@ -314,11 +318,13 @@ TEST(ReshapeAndCacheFlash, Errors) {
 TEST(ReshapeAndCacheFlash, CudaTensorsHaveNoKernelYet) {
   ForwardContext ctx(Device::cuda(0));
   auto cu = [](const Shape& s, DType d) { return ops_test::fake_cuda_tensor(s, d); };
-  expect_error([&] {
-    ops::reshape_and_cache_flash(ctx, cu({2, 2, 3}, DType::kBF16), cu({2, 2, 3}, DType::kBF16), cu({2, 4, 2, 3}, DType::kU8),
-                                 cu({2, 4, 2, 3}, DType::kU8), cu({2}, DType::kI64), KvCacheDtype::kFp8E4M3,
-                                 cu({1}, DType::kF32), cu({1}, DType::kF32));
-  }, ErrorCode::kUnsupported, "reshape_and_cache_flash: no CUDA kernel yet");
+  expect_error(
+      [&] {
+        ops::reshape_and_cache_flash(ctx, cu({2, 2, 3}, DType::kBF16), cu({2, 2, 3}, DType::kBF16),
+                                     cu({2, 4, 2, 3}, DType::kU8), cu({2, 4, 2, 3}, DType::kU8), cu({2}, DType::kI64),
+                                     KvCacheDtype::kFp8E4M3, cu({1}, DType::kF32), cu({1}, DType::kF32));
+      },
+      ErrorCode::kUnsupported, "reshape_and_cache_flash: no CUDA kernel yet");
 }
 
 }  // namespace

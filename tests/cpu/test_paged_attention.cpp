@@ -138,8 +138,10 @@ TEST(PagedAttention, SoftcapChangesTheResult) {
   Bench capped = attention_test::build(p), plain = attention_test::build(p);
   ops::PagedAttentionOptions o = p.options;
   o.softcap = 5.0f;
-  const auto a = ops_test::to_floats(ops::paged_attention(ctx, capped.q, capped.k, capped.v, capped.cache, capped.md, o));
-  const auto c = ops_test::to_floats(ops::paged_attention(ctx, plain.q, plain.k, plain.v, plain.cache, plain.md, p.options));
+  const auto a =
+      ops_test::to_floats(ops::paged_attention(ctx, capped.q, capped.k, capped.v, capped.cache, capped.md, o));
+  const auto c =
+      ops_test::to_floats(ops::paged_attention(ctx, plain.q, plain.k, plain.v, plain.cache, plain.md, p.options));
   double diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, double(std::fabs(a[i] - c[i])));
   EXPECT_GT(diff, 0.05);

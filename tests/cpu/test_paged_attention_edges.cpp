@@ -38,11 +38,14 @@ void set_q(Bench& b, int64_t t, int64_t h, int64_t d, float x) {
 std::vector<float> run(Bench& b) {
   ForwardContext ctx;
   attention_test::run_and_check(b, ctx);
-  return ops_test::to_floats(ops::paged_attention(ctx, b.q, Tensor(), Tensor(), b.cache, [&] {
-    ops::AttentionMetadata md = b.md;
-    md.slot_mapping = Tensor();
-    return md;
-  }(), b.p.options));
+  return ops_test::to_floats(ops::paged_attention(
+      ctx, b.q, Tensor(), Tensor(), b.cache,
+      [&] {
+        ops::AttentionMetadata md = b.md;
+        md.slot_mapping = Tensor();
+        return md;
+      }(),
+      b.p.options));
 }
 
 TEST(PagedAttentionEdges, PoisonOutsideTheVisibleKeysIsNeverRead) {
@@ -165,38 +168,64 @@ TEST(PagedAttentionEdges, Errors) {
   expect_invalid(call([](Bench& b, auto&) { b.q = b.q.narrow(2, 0, 4); }), op + "`q` has head_size 4 but the caches 8");
   expect_invalid(call([](Bench& b, auto&) { b.v = Tensor(); }),
                  op + "`k` and `v` must both be given or both be undefined");
-  expect_invalid(call([](Bench& b, auto&) { b.q = ops_test::make_tensor(std::vector<float>(3 * 32), {3, 4, 8}, DType::kF16); }),
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.q = ops_test::make_tensor(std::vector<float>(3 * 32), {3, 4, 8}, DType::kF16);
+                 }),
                  op + "`k` must have the dtype of `q` (f16), got bf16[3, 2, 8] on cpu");
-  expect_invalid(call([](Bench& b, auto&) { b.md.query_start_loc = i32({0, 2, 1}); }),
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.md.query_start_loc = i32({0, 2, 1});
+                 }),
                  op + "`query_start_loc` must be non-decreasing, got 2 then 1 at 1");
-  expect_invalid(call([](Bench& b, auto&) { b.md.query_start_loc = i32({1, 2, 3}); }),
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.md.query_start_loc = i32({1, 2, 3});
+                 }),
                  op + "query_start_loc[0] must be 0, got 1");
-  expect_invalid(call([](Bench& b, auto&) { b.md.query_start_loc = i32({0, 2}); }),
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.md.query_start_loc = i32({0, 2});
+                 }),
                  op + "`query_start_loc` must have 3 entries, got i32[2] on cpu");
-  expect_invalid(call([](Bench& b, auto&) { b.md.seq_lens = i32({1, 1}); }),
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.md.seq_lens = i32({1, 1});
+                 }),
                  op + "seq_lens[0] = 1 is below its 2 query tokens");
-  expect_invalid(call([](Bench& b, auto&) { b.md.seq_lens = i32({9, 1}); }),
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.md.seq_lens = i32({9, 1});
+                 }),
                  op + "seq_lens[0] = 9 needs 3 blocks but `block_table` has 2 per sequence");
-  expect_invalid(call([](Bench& b, auto&) { b.md.block_table = b.md.block_table.clone(), b.md.block_table.data<int32_t>()[1] = 7; }),
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.md.block_table = b.md.block_table.clone(), b.md.block_table.data<int32_t>()[1] = 7;
+                 }),
                  op + "block_table[0][1] = 7 is outside the cache's 5 blocks");
-  expect_invalid(call([](Bench& b, auto&) { b.md.block_table = Tensor::from_vector<int64_t>({0, 1, 2, 3}, {2, 2}); }),
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.md.block_table = Tensor::from_vector<int64_t>({0, 1, 2, 3}, {2, 2});
+                 }),
                  op + "`block_table` must be i32 [num_seqs = 2, max_blocks_per_seq] with a contiguous last dimension, "
                       "got i64[2, 2] on cpu");
-  expect_invalid(call([](Bench& b, auto&) { b.md.slot_mapping = b.md.slot_mapping.clone(), b.md.slot_mapping.data<int64_t>()[1] += 1; }),
-                 op + "slot_mapping[1] = " + [&] {
-                   Bench b = attention_test::build(p);
-                   const int64_t s = b.md.slot_mapping.data<int64_t>()[1];
-                   return std::to_string(s + 1) + " but the block table puts token 1 (sequence 0, position 4) at slot " +
-                          std::to_string(s);
-                 }());
+  expect_invalid(
+      call([](Bench& b, auto&) {
+        b.md.slot_mapping = b.md.slot_mapping.clone(), b.md.slot_mapping.data<int64_t>()[1] += 1;
+      }),
+      op + "slot_mapping[1] = " + [&] {
+        Bench b = attention_test::build(p);
+        const int64_t s = b.md.slot_mapping.data<int64_t>()[1];
+        return std::to_string(s + 1) + " but the block table puts token 1 (sequence 0, position 4) at slot " +
+               std::to_string(s);
+      }());
   expect_invalid(call([](Bench& b, auto&) { b.md.slot_mapping = b.md.slot_mapping.narrow(0, 0, 2); }),
                  op + "`slot_mapping` has 2 entries for 3 new tokens");
-  expect_invalid(call([](Bench& b, auto&) { b.md.query_start_loc = i32({0, 2, 2}), b.md.seq_lens = i32({5, 0}); }),
-                 op + "slot_mapping[2] = " + [&] {
-                   Bench b = attention_test::build(p);
-                   return std::to_string(b.md.slot_mapping.data<int64_t>()[2]);
-                 }() + " belongs to a padding row and must be negative");
-  expect_invalid(call([](Bench& b, auto&) { b.md.query_start_loc = i32({0, 2, 4}), b.md.seq_lens = i32({5, 2}); }),
+  expect_invalid(
+      call([](Bench& b, auto&) {
+        b.md.query_start_loc = i32({0, 2, 2}), b.md.seq_lens = i32({5, 0});
+      }),
+      op + "slot_mapping[2] = " +
+          [&] {
+            Bench b = attention_test::build(p);
+            return std::to_string(b.md.slot_mapping.data<int64_t>()[2]);
+          }() +
+          " belongs to a padding row and must be negative");
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.md.query_start_loc = i32({0, 2, 4}), b.md.seq_lens = i32({5, 2});
+                 }),
                  op + "query_start_loc[2] = 4 is beyond the 3 rows of `q`");
   expect_invalid(call([](Bench&, ops::PagedAttentionOptions& o) { o.scale = 0.0f; }),
                  op + "`scale` must be finite and positive, got 0");
@@ -210,13 +239,20 @@ TEST(PagedAttentionEdges, Errors) {
                    o.read_mode = ops::AttentionReadMode::kFp8Compute;
                    o.q_scale = Tensor::from_vector<float>({1, 1, 1});
                  }),
-                 op + "`q_scale` must be a contiguous f32 tensor of shape [1] or [num_kv_heads] (num_kv_heads = 2), got "
-                      "f32[3] on cpu");
-  expect_invalid(call([](Bench& b, ops::PagedAttentionOptions& o) { o.out = Tensor::empty({3, 4, 8}, DType::kF32); }),
+                 op +
+                     "`q_scale` must be a contiguous f32 tensor of shape [1] or [num_kv_heads] (num_kv_heads = 2), got "
+                     "f32[3] on cpu");
+  expect_invalid(call([](Bench& b, ops::PagedAttentionOptions& o) {
+                   o.out = Tensor::empty({3, 4, 8}, DType::kF32);
+                 }),
                  op + "`out` must be bf16, got f32[3, 4, 8] on cpu");
-  expect_invalid(call([](Bench& b, auto&) { b.cache.k_scale = Tensor::from_vector<float>({1, 1, 1}); }),
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.cache.k_scale = Tensor::from_vector<float>({1, 1, 1});
+                 }),
                  op + "k_scale and v_scale must be of shape [1] or [num_heads] (num_heads = 2), got [3] and [1]");
-  expect_error(call([](Bench& b, auto&) { b.q = ops_test::fake_cuda_tensor({3, 4, 8}, DType::kBF16); }),
+  expect_error(call([](Bench& b, auto&) {
+                 b.q = ops_test::fake_cuda_tensor({3, 4, 8}, DType::kBF16);
+               }),
                ErrorCode::kInvalidArgument, op + "`q` is on cuda:0 but the context is on cpu");
 
   p.cache_dtype = KvCacheDtype::kAuto;
@@ -225,7 +261,9 @@ TEST(PagedAttentionEdges, Errors) {
                    o.q_scale = Tensor::from_vector<float>({1});
                  }),
                  op + "the fp8 compute read mode needs an fp8_e4m3 cache, got kv_cache_dtype auto");
-  expect_invalid(call([](Bench& b, auto&) { b.k = ops_test::make_tensor(std::vector<float>(48), {3, 2, 8}, DType::kF16), b.v = b.k; }),
+  expect_invalid(call([](Bench& b, auto&) {
+                   b.k = ops_test::make_tensor(std::vector<float>(48), {3, 2, 8}, DType::kF16), b.v = b.k;
+                 }),
                  op + "`k` must have the dtype of `q` (bf16), got f16[3, 2, 8] on cpu");
 }
 
@@ -234,9 +272,12 @@ TEST(PagedAttentionEdges, CudaTensorsHaveNoKernelYet) {
   auto cu = [](const Shape& s, DType d) { return ops_test::fake_cuda_tensor(s, d); };
   ops::PagedKvCache cache{cu({4, 4, 2, 8}, DType::kBF16), cu({4, 4, 2, 8}, DType::kBF16), KvCacheDtype::kAuto, {}, {}};
   ops::AttentionMetadata md{cu({2}, DType::kI32), cu({1}, DType::kI32), cu({1, 2}, DType::kI32), cu({1}, DType::kI64)};
-  expect_error([&] { ops::paged_attention(ctx, cu({1, 4, 8}, DType::kBF16), cu({1, 2, 8}, DType::kBF16),
-                                          cu({1, 2, 8}, DType::kBF16), cache, md); },
-               ErrorCode::kUnsupported, "paged_attention: no CUDA kernel yet");
+  expect_error(
+      [&] {
+        ops::paged_attention(ctx, cu({1, 4, 8}, DType::kBF16), cu({1, 2, 8}, DType::kBF16), cu({1, 2, 8}, DType::kBF16),
+                             cache, md);
+      },
+      ErrorCode::kUnsupported, "paged_attention: no CUDA kernel yet");
 }
 
 }  // namespace

@@ -148,7 +148,8 @@ Fp8Run run_fp8(const Problem& base, const std::vector<float>& q_scale) {
       ADD_FAILURE() << "out[" << i << "] = " << run.out[i] << ", emulation " << e.out[i] << " +- " << e.tol[i];
     }
     if (e.tol[i] > 0) run.worst_ratio = std::max(run.worst_ratio, err / e.tol[i]);
-    if (p.dtype == DType::kF32 && e.f32_bound[i] > 0) run.worst_f32_ratio = std::max(run.worst_f32_ratio, err / e.f32_bound[i]);
+    if (p.dtype == DType::kF32 && e.f32_bound[i] > 0)
+      run.worst_f32_ratio = std::max(run.worst_f32_ratio, err / e.f32_bound[i]);
     num += (double(run.out[i]) - exact.out[i]) * (double(run.out[i]) - exact.out[i]);
     den += exact.out[i] * exact.out[i];
   }
@@ -177,9 +178,10 @@ TEST(PagedAttentionFp8, MatchesTheEmulationAndBoundsTheError) {
       EXPECT_LT(r.rel_l2_vs_exact, 0.08);
     }
   }
-  std::printf("[ calib    ] fp8 compute vs the emulation: max |error| / tolerance = %.3g, f32 outputs: max |error| / "
-              "f32 bound = %.3g; relative L2 vs exact attention = %.4f\n",
-              worst, worst_f32, worst_rel);
+  std::printf(
+      "[ calib    ] fp8 compute vs the emulation: max |error| / tolerance = %.3g, f32 outputs: max |error| / "
+      "f32 bound = %.3g; relative L2 vs exact attention = %.4f\n",
+      worst, worst_f32, worst_rel);
 }
 
 TEST(PagedAttentionFp8, GqaWindowsSoftcapAndHeadSizes) {

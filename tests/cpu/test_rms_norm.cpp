@@ -94,8 +94,9 @@ TEST(RmsNorm, ZerosEmptyAndNaN) {
   const auto y = to_floats(ops::rms_norm(ctx, make_tensor({std::nanf(""), 1, 3, 4}, {2, 2}), w, 1e-6f));
   EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
   EXPECT_TRUE(std::isfinite(y[2]) && std::isfinite(y[3]));
-  EXPECT_EQ(ops::rms_norm(ctx, Tensor::empty({0, 2}, DType::kBF16), make_tensor({1, 1}, {2}, DType::kBF16), 1e-6f).shape(),
-            (Shape{0, 2}));
+  EXPECT_EQ(
+      ops::rms_norm(ctx, Tensor::empty({0, 2}, DType::kBF16), make_tensor({1, 1}, {2}, DType::kBF16), 1e-6f).shape(),
+      (Shape{0, 2}));
 }
 
 TEST(FusedAddRmsNorm, ResidualIsRoundedBeforeTheNorm) {
@@ -147,26 +148,43 @@ TEST(RmsNorm, Errors) {
   expect_invalid([&] { ops::rms_norm(ctx, x, w, -1.0f); }, "rms_norm: `eps` must be finite and non-negative, got -1");
   expect_invalid([&] { ops::rms_norm(ctx, x, w, std::numeric_limits<float>::quiet_NaN()); },
                  "rms_norm: `eps` must be finite and non-negative, got nan");
-  expect_invalid([&] { ops::rms_norm(ctx, Tensor::empty({2, 3}, DType::kI32), w, 1e-6f); },
-                 "rms_norm: `x` must be f32, f16 or bf16, got i32[2, 3] on cpu");
-  expect_invalid([&] { ops::rms_norm(ctx, x, w, 1e-6f, Tensor::empty({2, 4}, DType::kBF16)); },
-                 "rms_norm: `out` must have shape [2, 3], got bf16[2, 4] on cpu");
+  expect_invalid(
+      [&] {
+        ops::rms_norm(ctx, Tensor::empty({2, 3}, DType::kI32), w, 1e-6f);
+      },
+      "rms_norm: `x` must be f32, f16 or bf16, got i32[2, 3] on cpu");
+  expect_invalid(
+      [&] {
+        ops::rms_norm(ctx, x, w, 1e-6f, Tensor::empty({2, 4}, DType::kBF16));
+      },
+      "rms_norm: `out` must have shape [2, 3], got bf16[2, 4] on cpu");
   expect_invalid([&] { ops::rms_norm(ctx, Tensor(), w, 1e-6f); }, "rms_norm: `x` is an undefined tensor");
-  expect_invalid([&] { ops::fused_add_rms_norm(ctx, x, make_tensor(std::vector<float>(6), {3, 2}, DType::kBF16), w, 1e-6f); },
-                 "fused_add_rms_norm: `residual` must have the dtype and shape of `x` (bf16[2, 3] on cpu), got bf16[3, 2] on cpu");
-  expect_invalid([&] { ops::fused_add_rms_norm(ctx, x, make_tensor(std::vector<float>(6), {3, 2}, DType::kBF16).t(), w, 1e-6f); },
-                 "fused_add_rms_norm: `residual` must be contiguous");
+  expect_invalid(
+      [&] {
+        ops::fused_add_rms_norm(ctx, x, make_tensor(std::vector<float>(6), {3, 2}, DType::kBF16), w, 1e-6f);
+      },
+      "fused_add_rms_norm: `residual` must have the dtype and shape of `x` (bf16[2, 3] on cpu), got bf16[3, 2] on cpu");
+  expect_invalid(
+      [&] {
+        ops::fused_add_rms_norm(ctx, x, make_tensor(std::vector<float>(6), {3, 2}, DType::kBF16).t(), w, 1e-6f);
+      },
+      "fused_add_rms_norm: `residual` must be contiguous");
   Tensor xt = make_tensor(std::vector<float>(6), {3, 2}, DType::kBF16).t();
   expect_invalid([&] { ops::fused_add_rms_norm(ctx, xt, x, w, 1e-6f); },
                  "fused_add_rms_norm: `x` is written in place and needs a contiguous last dimension and evenly strided "
                  "rows, got strides [1, 2]");
-  expect_error([&] { ops::rms_norm(ctx, ops_test::fake_cuda_tensor({2, 3}, DType::kBF16), w, 1e-6f); },
-               ErrorCode::kInvalidArgument, "rms_norm: `x` is on cuda:0 but the context is on cpu");
+  expect_error(
+      [&] {
+        ops::rms_norm(ctx, ops_test::fake_cuda_tensor({2, 3}, DType::kBF16), w, 1e-6f);
+      },
+      ErrorCode::kInvalidArgument, "rms_norm: `x` is on cuda:0 but the context is on cpu");
   ForwardContext cuda_ctx(Device::cuda(0));
-  expect_error([&] {
-    ops::rms_norm(cuda_ctx, ops_test::fake_cuda_tensor({2, 3}, DType::kBF16), ops_test::fake_cuda_tensor({3}, DType::kBF16),
-                  1e-6f);
-  }, ErrorCode::kUnsupported, "rms_norm: no CUDA kernel yet");
+  expect_error(
+      [&] {
+        ops::rms_norm(cuda_ctx, ops_test::fake_cuda_tensor({2, 3}, DType::kBF16),
+                      ops_test::fake_cuda_tensor({3}, DType::kBF16), 1e-6f);
+      },
+      ErrorCode::kUnsupported, "rms_norm: no CUDA kernel yet");
 }
 
 }  // namespace

@@ -35,7 +35,8 @@ void check_golden(const RopeConfig& c, int64_t dynamic_seq_len, const std::vecto
   EXPECT_EQ(f.attention_factor, attention_factor);
   for (size_t k = 0; k < indices.size(); ++k) {
     const float got = f.inv_freq[size_t(indices[k])];
-    EXPECT_TRUE(std::fabs(got - inv[k]) <= std::ldexp(std::fabs(inv[k]), -22)) << "inv_freq[" << indices[k] << "] = " << got;
+    EXPECT_TRUE(std::fabs(got - inv[k]) <= std::ldexp(std::fabs(inv[k]), -22))
+        << "inv_freq[" << indices[k] << "] = " << got;
   }
   std::vector<int64_t> pos;
   for (const auto& p : positions) pos.push_back(p.position);
@@ -45,9 +46,12 @@ void check_golden(const RopeConfig& c, int64_t dynamic_seq_len, const std::vecto
     for (size_t k = 0; k < indices.size(); ++k) {
       const int64_t i = indices[k];
       const double tol = std::ldexp(1.0, -21) + double(positions[t].position) * double(inv[k]) * std::ldexp(1.0, -23);
-      const float got_c = cs.cos.data<float>()[int64_t(t) * half + i], got_s = cs.sin.data<float>()[int64_t(t) * half + i];
-      EXPECT_TRUE(std::fabs(got_c - positions[t].cos[k]) <= tol) << "cos pos " << positions[t].position << " i " << i << ": " << got_c;
-      EXPECT_TRUE(std::fabs(got_s - positions[t].sin[k]) <= tol) << "sin pos " << positions[t].position << " i " << i << ": " << got_s;
+      const float got_c = cs.cos.data<float>()[int64_t(t) * half + i],
+                  got_s = cs.sin.data<float>()[int64_t(t) * half + i];
+      EXPECT_TRUE(std::fabs(got_c - positions[t].cos[k]) <= tol)
+          << "cos pos " << positions[t].position << " i " << i << ": " << got_c;
+      EXPECT_TRUE(std::fabs(got_s - positions[t].sin[k]) <= tol)
+          << "sin pos " << positions[t].position << " i " << i << ": " << got_s;
     }
   }
 }
@@ -65,20 +69,25 @@ TEST(RopeFrequencies, DefaultGolden) {
   check_golden(config(RopeType::kDefault, 8, 1e4), 0, {0, 1, 2, 3},
                {0x1.0000000000000p+0f, 0x1.99999a0000000p-4f, 0x1.47ae140000000p-7f, 0x1.0624de0000000p-10f}, 1.0f,
                {{0, {1, 1, 1, 1}, {0, 0, 0, 0}},
-                {1, {0x1.14a2800000000p-1f, 0x1.fd71300000000p-1f, 0x1.fff9720000000p-1f, 0x1.fffff00000000p-1f},
+                {1,
+                 {0x1.14a2800000000p-1f, 0x1.fd71300000000p-1f, 0x1.fff9720000000p-1f, 0x1.fffff00000000p-1f},
                  {0x1.aed5480000000p-1f, 0x1.98eaee0000000p-4f, 0x1.47acae0000000p-7f, 0x1.0624dc0000000p-10f}},
-                {5, {0x1.2278580000000p-2f, 0x1.c152800000000p-1f, 0x1.ff5c320000000p-1f, 0x1.fffe5c0000000p-1f},
+                {5,
+                 {0x1.2278580000000p-2f, 0x1.c152800000000p-1f, 0x1.ff5c320000000p-1f, 0x1.fffe5c0000000p-1f},
                  {-0x1.eaf8200000000p-1f, 0x1.eaee880000000p-2f, 0x1.996de80000000p-5f, 0x1.47adbc0000000p-8f}},
-                {1000, {0x1.1ff0260000000p-1f, 0x1.b981dc0000000p-1f, -0x1.ad9ac80000000p-1f, 0x1.14a2800000000p-1f},
+                {1000,
+                 {0x1.1ff0260000000p-1f, 0x1.b981dc0000000p-1f, -0x1.ad9ac80000000p-1f, 0x1.14a2800000000p-1f},
                  {0x1.a75cc20000000p-1f, -0x1.03425c0000000p-1f, -0x1.1689f00000000p-1f, 0x1.aed5480000000p-1f}}});
 }
 
 TEST(RopeFrequencies, LinearGolden) {
   check_golden(config(RopeType::kLinear, 8, 1e4, 4.0), 0, {0, 1, 2, 3},
                {0x1.0000000000000p-2f, 0x1.99999a0000000p-6f, 0x1.47ae140000000p-9f, 0x1.0624de0000000p-12f}, 1.0f,
-               {{1, {0x1.f0154a0000000p-1f, 0x1.ffd70a0000000p-1f, 0x1.ffff980000000p-1f, 0x1.fffffe0000000p-1f},
+               {{1,
+                 {0x1.f0154a0000000p-1f, 0x1.ffd70a0000000p-1f, 0x1.ffff980000000p-1f, 0x1.fffffe0000000p-1f},
                  {0x1.faaeee0000000p-3f, 0x1.998eae0000000p-6f, 0x1.47adfe0000000p-9f, 0x1.0624de0000000p-12f}},
-                {1000, {0x1.ed8b460000000p-3f, 0x1.fb7ef00000000p-1f, -0x1.9a2f7e0000000p-1f, 0x1.f0154a0000000p-1f},
+                {1000,
+                 {0x1.ed8b460000000p-3f, 0x1.fb7ef00000000p-1f, -0x1.9a2f7e0000000p-1f, 0x1.f0154a0000000p-1f},
                  {-0x1.f0e90c0000000p-1f, -0x1.0f0e700000000p-3f, 0x1.326af00000000p-1f, 0x1.faaeee0000000p-3f}}});
 }
 
@@ -88,9 +97,11 @@ TEST(RopeFrequencies, DynamicNtkGolden) {
   // HF at seq_len 40 > max_position_embeddings: base 1e4 * (2 * 40 / 16 - 1)^(8 / 6).
   check_golden(c, 40, {0, 1, 2, 3},
                {0x1.0000000000000p+0f, 0x1.0208260000000p-4f, 0x1.04146e0000000p-8f, 0x1.0624de0000000p-12f}, 1.0f,
-               {{1, {0x1.14a2800000000p-1f, 0x1.fefc020000000p-1f, 0x1.fffef80000000p-1f, 0x1.fffffe0000000p-1f},
+               {{1,
+                 {0x1.14a2800000000p-1f, 0x1.fefc020000000p-1f, 0x1.fffef80000000p-1f, 0x1.fffffe0000000p-1f},
                  {0x1.aed5480000000p-1f, 0x1.01dc780000000p-4f, 0x1.0414420000000p-8f, 0x1.0624de0000000p-12f}},
-                {39, {0x1.110ad80000000p-2f, -0x1.8c95a80000000p-1f, 0x1.f9e1440000000p-1f, 0x1.fff9c60000000p-1f},
+                {39,
+                 {0x1.110ad80000000p-2f, -0x1.8c95a80000000p-1f, 0x1.f9e1440000000p-1f, 0x1.fff9c60000000p-1f},
                  {0x1.ed76960000000p-1f, 0x1.43d4000000000p-1f, 0x1.3bb5540000000p-3f, 0x1.3f7ba20000000p-7f}}});
   // Up to max_position_embeddings (and vLLM's fixed table, dynamic_seq_len 0) the base is unchanged.
   EXPECT_EQ(ops::rope_frequencies(c, 0).inv_freq, ops::rope_frequencies(config(RopeType::kDefault, 8, 1e4)).inv_freq);
@@ -106,11 +117,13 @@ TEST(RopeFrequencies, Llama3Golden) {
                {0x1.0000000000000p+0f, 0x1.a4ee400000000p-9f, 0x1.1bfa0c0000000p-9f, 0x1.132ba40000000p-11f,
                 0x1.90d10c0000000p-14f, 0x1.46831a0000000p-14f, 0x1.4985fe0000000p-22f},
                1.0f,
-               {{1, {0x1.14a2800000000p-1f, 0x1.ffff520000000p-1f, 0x1.ffffb20000000p-1f, 0x1.fffffc0000000p-1f, 1, 1, 1},
+               {{1,
+                 {0x1.14a2800000000p-1f, 0x1.ffff520000000p-1f, 0x1.ffffb20000000p-1f, 0x1.fffffc0000000p-1f, 1, 1, 1},
                  {0x1.aed5480000000p-1f, 0x1.a4ee100000000p-9f, 0x1.1bf9fe0000000p-9f, 0x1.132ba40000000p-11f,
                   0x1.90d10c0000000p-14f, 0x1.46831a0000000p-14f, 0x1.4985fe0000000p-22f}},
-                {9000, {-0x1.938c240000000p-1f, -0x1.9e1b860000000p-1f, 0x1.97b99a0000000p-1f, 0x1.6fd2200000000p-7f,
-                        0x1.4e066a0000000p-1f, 0x1.87651c0000000p-1f, 0x1.ffff800000000p-1f},
+                {9000,
+                 {-0x1.938c240000000p-1f, -0x1.9e1b860000000p-1f, 0x1.97b99a0000000p-1f, 0x1.6fd2200000000p-7f,
+                  0x1.4e066a0000000p-1f, 0x1.87651c0000000p-1f, 0x1.ffff800000000p-1f},
                  {0x1.3b1bd20000000p-1f, -0x1.2d18a60000000p-1f, 0x1.35af2a0000000p-1f, -0x1.fff7be0000000p-1f,
                   0x1.8408fe0000000p-1f, 0x1.4a14f00000000p-1f, 0x1.6a06580000000p-9f}}});
 }
@@ -123,12 +136,14 @@ TEST(RopeFrequencies, YarnGoldens) {
                {0x1.0000000000000p+0f, 0x1.d8ffac0000000p-4f, 0x1.b4f7e40000000p-7f, 0x1.17040e0000000p-10f,
                 0x1.74eea60000000p-15f, 0x1.58863a0000000p-18f, 0x1.4d1c980000000p-22f},
                0x1.237d380000000p+0f,
-               {{1, {0x1.3afc080000000p-1f, 0x1.218c3a0000000p+0f, 0x1.2376960000000p+0f, 0x1.237d2c0000000p+0f,
-                     0x1.237d380000000p+0f, 0x1.237d380000000p+0f, 0x1.237d380000000p+0f},
+               {{1,
+                 {0x1.3afc080000000p-1f, 0x1.218c3a0000000p+0f, 0x1.2376960000000p+0f, 0x1.237d2c0000000p+0f,
+                  0x1.237d380000000p+0f, 0x1.237d380000000p+0f, 0x1.237d380000000p+0f},
                  {0x1.ea8f2e0000000p-1f, 0x1.0cafe20000000p-3f, 0x1.f187c00000000p-7f, 0x1.3db2120000000p-10f,
                   0x1.a8a1b00000000p-15f, 0x1.8849180000000p-18f, 0x1.7b4a700000000p-22f}},
-                {70000, {0x1.4ac14a0000000p-1f, -0x1.1ff07a0000000p+0f, -0x1.0b18ca0000000p+0f, 0x1.6d975e0000000p-1f,
-                         -0x1.235c860000000p+0f, 0x1.10de640000000p+0f, 0x1.236ba00000000p+0f},
+                {70000,
+                 {0x1.4ac14a0000000p-1f, -0x1.1ff07a0000000p+0f, -0x1.0b18ca0000000p+0f, 0x1.6d975e0000000p-1f,
+                  -0x1.235c860000000p+0f, 0x1.10de640000000p+0f, 0x1.236ba00000000p+0f},
                  {-0x1.e011460000000p-1f, -0x1.6ad1c40000000p-3f, -0x1.d2e8800000000p-2f, -0x1.c619900000000p-1f,
                   0x1.1417920000000p-5f, 0x1.9a0ba40000000p-2f, 0x1.95182c0000000p-6f}}});
   // DeepSeek-style mscale / mscale_all_dim, an unfloored correction range.
@@ -139,8 +154,9 @@ TEST(RopeFrequencies, YarnGoldens) {
                {0x1.0000000000000p+0f, 0x1.e5a8460000000p-3f, 0x1.4ab0f60000000p-5f, 0x1.cf5f940000000p-9f,
                 0x1.bf749e0000000p-19f},
                0x1.27dd660000000p+0f,
-               {{3, {-0x1.24e76a0000000p+0f, 0x1.c0333c0000000p-1f, 0x1.25b2ac0000000p+0f, 0x1.27d9220000000p+0f,
-                     0x1.27dd660000000p+0f},
+               {{3,
+                 {-0x1.24e76a0000000p+0f, 0x1.c0333c0000000p-1f, 0x1.25b2ac0000000p+0f, 0x1.27d9220000000p+0f,
+                  0x1.27dd660000000p+0f},
                  {0x1.4e05020000000p-3f, 0x1.8257b80000000p-1f, 0x1.1df0b40000000p-3f, 0x1.91a3fe0000000p-7f,
                   0x1.83d9c40000000p-17f}}});
   // An explicit attention_factor and betas.
@@ -151,8 +167,9 @@ TEST(RopeFrequencies, YarnGoldens) {
                {0x1.0000000000000p+0f, 0x1.43d1360000000p-2f, 0x1.99999a0000000p-4f, 0x1.030dc60000000p-5f,
                 0x1.eb851e0000000p-8f, 0x1.9e7c700000000p-10f, 0x1.0624de0000000p-11f, 0x1.4b96c00000000p-13f},
                1.25f,
-               {{5, {0x1.6b166e0000000p-2f, -0x1.a79f460000000p-7f, 0x1.18d3900000000p+0f, 0x1.3c02220000000p+0f,
-                     0x1.3fc6680000000p+0f, 0x1.3ffd700000000p+0f, 0x1.3fffc00000000p+0f, 0x1.3ffffa0000000p+0f},
+               {{5,
+                 {0x1.6b166e0000000p-2f, -0x1.a79f460000000p-7f, 0x1.18d3900000000p+0f, 0x1.3c02220000000p+0f,
+                  0x1.3fc6680000000p+0f, 0x1.3ffd700000000p+0f, 0x1.3fffc00000000p+0f, 0x1.3ffffa0000000p+0f},
                  {-0x1.32db140000000p+0f, 0x1.3ffb9e0000000p+0f, 0x1.32d5140000000p-1f, 0x1.93164e0000000p-3f,
                   0x1.7fe8f40000000p-5f, 0x1.43d05c0000000p-7f, 0x1.9999800000000p-9f, 0x1.030dc40000000p-10f}}});
 }
@@ -173,12 +190,15 @@ TEST(ApplyRope, HandComputedPairs) {
   // x = (1, 2, 3, 4) at position 1: neox rotates (0, 2) by angle 1 and (1, 3) by 0.01; GPT-J
   // (0, 1) by 1 and (2, 3) by 0.01 (rope_goldens.py).
   EXPECT_EQ(rotate({1, 2, 3, 4}, 1, true, DType::kF32, 4, 4),
-            (std::vector<float>{-0x1.fbeeac0000000p+0f, 0x1.f5bc0c0000000p+0f, 0x1.3b2f320000000p+1f, 0x1.0144660000000p+2f}));
+            (std::vector<float>{-0x1.fbeeac0000000p+0f, 0x1.f5bc0c0000000p+0f, 0x1.3b2f320000000p+1f,
+                                0x1.0144660000000p+2f}));
   EXPECT_EQ(rotate({1, 2, 3, 4}, 1, false, DType::kF32, 4, 4),
-            (std::vector<float>{-0x1.2484080000000p+0f, 0x1.ec0d240000000p+0f, 0x1.7adc640000000p+1f, 0x1.01e83c0000000p+2f}));
+            (std::vector<float>{-0x1.2484080000000p+0f, 0x1.ec0d240000000p+0f, 0x1.7adc640000000p+1f,
+                                0x1.01e83c0000000p+2f}));
   // bf16: c and s rounded to bf16, every product and sum rounded to bf16.
   EXPECT_EQ(rotate({0.7109375f, -1.3984375f, 2.15625f, 0.0390625f}, 7, true, DType::kBF16, 4, 4),
-            (std::vector<float>{-0x1.c200000000000p-1f, -0x1.6400000000000p+0f, 0x1.0c00000000000p+1f, -0x1.e200000000000p-5f}));
+            (std::vector<float>{-0x1.c200000000000p-1f, -0x1.6400000000000p+0f, 0x1.0c00000000000p+1f,
+                                -0x1.e200000000000p-5f}));
   // Position 0 is the identity; partial rotary leaves dims past rotary_dim alone.
   EXPECT_EQ(rotate({1, 2, 3, 4, 5, 6}, 0, true, DType::kF32, 6, 4), (std::vector<float>{1, 2, 3, 4, 5, 6}));
   const auto partial = rotate({1, 2, 3, 4, 5, 6}, 1, true, DType::kF32, 6, 4);
@@ -266,22 +286,43 @@ TEST(ApplyRope, Errors) {
   RopeConfig c = config(RopeType::kDefault, 8, 1e4);
   Tensor q = Tensor::empty({2, 2, 8}, DType::kBF16);
   const Tensor pos = Tensor::from_vector<int64_t>({0, 1});
-  expect_invalid([&] { ops::apply_rope(ctx, c, Tensor::from_vector<int32_t>({0, 1}), q, Tensor()); },
-                 "apply_rope: `positions` must be a contiguous i64 tensor, got i32[2] on cpu");
-  expect_invalid([&] { ops::apply_rope(ctx, c, Tensor::from_vector<int64_t>({0, -1}), q, Tensor()); },
-                 "apply_rope: positions[1] = -1 is outside [0, 2^24]");
-  expect_invalid([&] { ops::apply_rope(ctx, c, Tensor::from_vector<int64_t>({0, 16777217}), q, Tensor()); },
-                 "apply_rope: positions[1] = 16777217 is outside [0, 2^24]");
+  expect_invalid(
+      [&] {
+        ops::apply_rope(ctx, c, Tensor::from_vector<int32_t>({0, 1}), q, Tensor());
+      },
+      "apply_rope: `positions` must be a contiguous i64 tensor, got i32[2] on cpu");
+  expect_invalid(
+      [&] {
+        ops::apply_rope(ctx, c, Tensor::from_vector<int64_t>({0, -1}), q, Tensor());
+      },
+      "apply_rope: positions[1] = -1 is outside [0, 2^24]");
+  expect_invalid(
+      [&] {
+        ops::apply_rope(ctx, c, Tensor::from_vector<int64_t>({0, 16777217}), q, Tensor());
+      },
+      "apply_rope: positions[1] = 16777217 is outside [0, 2^24]");
   expect_invalid([&] { ops::apply_rope(ctx, c, Tensor::from_vector<int64_t>({0}), q, Tensor()); },
                  "apply_rope: `q` has 2 tokens but `positions` 1");
-  expect_invalid([&] { ops::apply_rope(ctx, c, pos, Tensor::empty({2, 2, 6}, DType::kBF16), Tensor()); },
-                 "apply_rope: `q` has head size 6 but the RoPE config 8");
-  expect_invalid([&] { ops::apply_rope(ctx, c, pos, Tensor::empty({2, 12}, DType::kBF16), Tensor()); },
-                 "apply_rope: the last dimension of `q` (12) is not a multiple of head_dim 8");
-  expect_invalid([&] { ops::apply_rope(ctx, c, pos, q, Tensor::empty({2, 1, 8}, DType::kF16)); },
-                 "apply_rope: `k` must have the dtype of `q` (bf16), got f16[2, 1, 8] on cpu");
-  expect_invalid([&] { ops::apply_rope(ctx, c, pos, Tensor::empty({2, 2, 8}, DType::kI32), Tensor()); },
-                 "apply_rope: `q` must be f32, f16 or bf16, got i32[2, 2, 8] on cpu");
+  expect_invalid(
+      [&] {
+        ops::apply_rope(ctx, c, pos, Tensor::empty({2, 2, 6}, DType::kBF16), Tensor());
+      },
+      "apply_rope: `q` has head size 6 but the RoPE config 8");
+  expect_invalid(
+      [&] {
+        ops::apply_rope(ctx, c, pos, Tensor::empty({2, 12}, DType::kBF16), Tensor());
+      },
+      "apply_rope: the last dimension of `q` (12) is not a multiple of head_dim 8");
+  expect_invalid(
+      [&] {
+        ops::apply_rope(ctx, c, pos, q, Tensor::empty({2, 1, 8}, DType::kF16));
+      },
+      "apply_rope: `k` must have the dtype of `q` (bf16), got f16[2, 1, 8] on cpu");
+  expect_invalid(
+      [&] {
+        ops::apply_rope(ctx, c, pos, Tensor::empty({2, 2, 8}, DType::kI32), Tensor());
+      },
+      "apply_rope: `q` must be f32, f16 or bf16, got i32[2, 2, 8] on cpu");
   ops::RopeOptions o;
   o.k_out = Tensor::empty({2, 1, 8}, DType::kBF16);
   expect_invalid([&] { ops::apply_rope(ctx, c, pos, q, Tensor(), o); }, "apply_rope: `k_out` is given without `k`");
@@ -301,13 +342,18 @@ TEST(ApplyRope, Errors) {
   bad.low_freq_factor = 4, bad.high_freq_factor = 4;
   expect_invalid([&] { ops::rope_frequencies(bad); },
                  "rope: llama3 RoPE needs 0 < `low_freq_factor` < `high_freq_factor`, got 4 and 4");
-  expect_error([&] { ops::apply_rope(ctx, c, pos, ops_test::fake_cuda_tensor({2, 2, 8}, DType::kBF16), Tensor()); },
-               ErrorCode::kInvalidArgument, "apply_rope: `q` is on cuda:0 but the context is on cpu");
+  expect_error(
+      [&] {
+        ops::apply_rope(ctx, c, pos, ops_test::fake_cuda_tensor({2, 2, 8}, DType::kBF16), Tensor());
+      },
+      ErrorCode::kInvalidArgument, "apply_rope: `q` is on cuda:0 but the context is on cpu");
   ForwardContext cuda_ctx(Device::cuda(0));
-  expect_error([&] {
-    ops::apply_rope(cuda_ctx, c, ops_test::fake_cuda_tensor({2}, DType::kI64), ops_test::fake_cuda_tensor({2, 2, 8}, DType::kBF16),
-                    Tensor());
-  }, ErrorCode::kUnsupported, "apply_rope: no CUDA kernel yet");
+  expect_error(
+      [&] {
+        ops::apply_rope(cuda_ctx, c, ops_test::fake_cuda_tensor({2}, DType::kI64),
+                        ops_test::fake_cuda_tensor({2, 2, 8}, DType::kBF16), Tensor());
+      },
+      ErrorCode::kUnsupported, "apply_rope: no CUDA kernel yet");
 }
 
 }  // namespace

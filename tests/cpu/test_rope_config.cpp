@@ -17,7 +17,8 @@ using ops::RopeType;
 using testing::expect_invalid;
 
 TEST(RopeConfig, Llama31) {
-  const auto c = parse_rope_config(R"({"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
+  const auto c =
+      parse_rope_config(R"({"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
     "rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
     "original_max_position_embeddings": 8192, "rope_type": "llama3"}})");
   EXPECT_EQ(c.type, RopeType::kLlama3);
@@ -34,7 +35,8 @@ TEST(RopeConfig, Llama31) {
 
 TEST(RopeConfig, QwenYarnWithLegacyTypeKey) {
   const auto c = parse_rope_config(R"({"hidden_size": 5120, "num_attention_heads": 40, "max_position_embeddings": 32768,
-    "rope_theta": 1000000.0, "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}})");
+    "rope_theta": 1000000.0,
+    "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}})");
   EXPECT_EQ(c.type, RopeType::kYarn);
   EXPECT_EQ(c.factor, 4.0);  // as configured (vLLM, transformers v5), not max_pos / original
   EXPECT_EQ(c.original_max_position_embeddings, 32768);
@@ -45,14 +47,16 @@ TEST(RopeConfig, QwenYarnWithLegacyTypeKey) {
 }
 
 TEST(RopeConfig, DefaultsLinearDynamic) {
-  auto c = parse_rope_config(R"({"head_dim": 128, "hidden_size": 5120, "num_attention_heads": 32, "rope_scaling": null})");
+  auto c =
+      parse_rope_config(R"({"head_dim": 128, "hidden_size": 5120, "num_attention_heads": 32, "rope_scaling": null})");
   EXPECT_EQ(c.type, RopeType::kDefault);
   EXPECT_EQ(c.head_dim, 128);  // head_dim wins over hidden_size / heads (Mistral Nemo)
   EXPECT_EQ(c.theta, 10000.0);
   c = parse_rope_config(R"({"head_dim": 64, "rope_scaling": {"type": "linear", "factor": 2.0}})");
   EXPECT_EQ(c.type, RopeType::kLinear);
   EXPECT_EQ(c.factor, 2.0);
-  c = parse_rope_config(R"({"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "dynamic", "factor": 2}})");
+  c = parse_rope_config(
+      R"({"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "dynamic", "factor": 2}})");
   EXPECT_EQ(c.type, RopeType::kDynamic);
   EXPECT_EQ(c.factor, 2.0);
   c = parse_rope_config(R"({"head_dim": 64, "rope_scaling": {"rope_type": "default"}})");
@@ -73,7 +77,8 @@ TEST(RopeConfig, PartialRotaryAndRotaryDim) {
 }
 
 TEST(RopeConfig, YarnOptionalFields) {
-  const auto c = parse_rope_config(R"({"head_dim": 64, "max_position_embeddings": 163840, "rope_scaling": {"type": "yarn",
+  const auto c =
+      parse_rope_config(R"({"head_dim": 64, "max_position_embeddings": 163840, "rope_scaling": {"type": "yarn",
     "factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": null, "mscale": 1.0,
     "mscale_all_dim": 1.0, "truncate": false}})");
   EXPECT_EQ(c.beta_fast, 32.0);
@@ -97,21 +102,27 @@ TEST(RopeConfig, Errors) {
   bad(R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear"}})",
       "config.json: `rope_scaling.factor` must be a number >= 1, got nothing");
   bad(R"({"head_dim": 64, "rope_scaling": {"rope_type": "longrope", "factor": 2}})",
-      "config.json: rope_scaling.rope_type `longrope` is not supported (supported: default, linear, dynamic, llama3, yarn)");
+      "config.json: rope_scaling.rope_type `longrope` is not supported (supported: default, linear, dynamic, llama3, "
+      "yarn)");
   bad(R"({"head_dim": 64, "rope_scaling": {"type": "su"}})",
       "config.json: rope_scaling.type `su` is not supported (supported: default, linear, dynamic, llama3, yarn)");
   bad(R"({"head_dim": 64, "rope_parameters": {"rope_type": "mrope"}})",
-      "config.json: rope_parameters.rope_type `mrope` is not supported (supported: default, linear, dynamic, llama3, yarn)");
-  bad(R"({"head_dim": 64, "partial_rotary_factor": 1.5})", "config.json: `partial_rotary_factor` must be in (0, 1], got 1.5");
+      "config.json: rope_parameters.rope_type `mrope` is not supported (supported: default, linear, dynamic, llama3, "
+      "yarn)");
+  bad(R"({"head_dim": 64, "partial_rotary_factor": 1.5})",
+      "config.json: `partial_rotary_factor` must be in (0, 1], got 1.5");
   bad(R"({"head_dim": 64, "partial_rotary_factor": 0.3})",
-      "config.json: `partial_rotary_factor` = 0.3 gives rotary_dim 19 (head_dim 64), which must be even and at least 2");
-  bad(R"({"head_dim": 64, "rotary_dim": 65})", "config.json: `rotary_dim` must be even and at most head_dim 64, got 65");
+      "config.json: `partial_rotary_factor` = 0.3 gives rotary_dim 19 (head_dim 64), which must be even and at least "
+      "2");
+  bad(R"({"head_dim": 64, "rotary_dim": 65})",
+      "config.json: `rotary_dim` must be even and at most head_dim 64, got 65");
   bad(R"({"head_dim": 64, "rope_theta": "big"})", "config.json: `rope_theta` must be a number, got \"big\"");
   bad(R"({"head_dim": 64, "rope_theta": -1})", "config.json: `rope_theta` must be a positive number, got -1");
   bad(R"({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8, "original_max_position_embeddings": 8192,
       "low_freq_factor": 1}})",
       "config.json: llama3 RoPE needs `rope_scaling.low_freq_factor` and `rope_scaling.high_freq_factor`");
-  bad(R"({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4}})",
+  bad(R"({"head_dim": 64,
+      "rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4}})",
       "config.json: llama3 RoPE needs `rope_scaling.original_max_position_embeddings`");
   bad(R"({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8, "original_max_position_embeddings": 8192,
       "low_freq_factor": 4, "high_freq_factor": 1}})",
@@ -128,7 +139,8 @@ TEST(RopeConfig, Errors) {
       "config.json: `rope_scaling.attention_factor` must be a positive number, got 0");
   bad(R"({"head_dim": 64, "rope_scaling": {"rope_type": "dynamic", "factor": 2}})",
       "config.json: dynamic RoPE needs `max_position_embeddings`");
-  bad(R"({"head_dim": 64, "rope_scaling": [1, 2]})", "config.json: `rope_scaling` must be an object or null, got [1,2]");
+  bad(R"({"head_dim": 64, "rope_scaling": [1, 2]})",
+      "config.json: `rope_scaling` must be an object or null, got [1,2]");
   bad(R"({"hidden_size": 100, "num_attention_heads": 3})",
       "config.json: `hidden_size` 100 is not a multiple of `num_attention_heads` 3");
   bad(R"({"num_attention_heads": 3})", "config.json: needs `head_dim`, or `hidden_size` and `num_attention_heads`");

@@ -147,7 +147,8 @@ TEST(Sampling, FilterOrderAndTies) {
 
 // Draws N tokens of one row (step = 0..N-1 of one seed) and checks every token's count within
 // 5 binomial standard deviations of N p (deterministic: the seed is fixed).
-void expect_frequencies(const std::vector<float>& x, const SamplingParams& base, const std::vector<double>& p, DType dt) {
+void expect_frequencies(const std::vector<float>& x, const SamplingParams& base, const std::vector<double>& p,
+                        DType dt) {
   ForwardContext ctx;
   const int64_t n = 20000, vocab = int64_t(x.size());
   std::vector<float> rows;
@@ -179,7 +180,8 @@ TEST(Sampling, DrawFrequenciesMatchTheDistribution) {
   for (DType dt : ops_test::kFloatDTypes) expect_frequencies(x, p, {0.1, 0.2, 0.3, 0.4}, dt);
   p.temperature = 2.0f;
   const double s = std::sqrt(0.1) + std::sqrt(0.2) + std::sqrt(0.3) + std::sqrt(0.4);
-  expect_frequencies(x, p, {std::sqrt(0.1) / s, std::sqrt(0.2) / s, std::sqrt(0.3) / s, std::sqrt(0.4) / s}, DType::kF32);
+  expect_frequencies(x, p, {std::sqrt(0.1) / s, std::sqrt(0.2) / s, std::sqrt(0.3) / s, std::sqrt(0.4) / s},
+                     DType::kF32);
   p = {};
   p.top_k = 3;
   expect_frequencies(x, p, {0, 2.0 / 9, 3.0 / 9, 4.0 / 9}, DType::kF32);
@@ -212,7 +214,8 @@ TEST(Sampling, SameSamplesWhateverTheBatch) {
   auto run = [&](const std::vector<int64_t>& order, const ForwardContext& c) {
     std::vector<float> flat;
     std::vector<SamplingParams> ps;
-    for (int64_t i : order) flat.insert(flat.end(), rows[size_t(i)].begin(), rows[size_t(i)].end()), ps.push_back(params[size_t(i)]);
+    for (int64_t i : order)
+      flat.insert(flat.end(), rows[size_t(i)].begin(), rows[size_t(i)].end()), ps.push_back(params[size_t(i)]);
     const auto r = ops::sample(c, make_tensor(flat, {int64_t(order.size()), vocab}), ps);
     std::map<int64_t, int64_t> by_request;
     for (size_t k = 0; k < order.size(); ++k) by_request[order[k]] = r.token_ids.data<int64_t>()[k];
@@ -266,11 +269,21 @@ TEST(Sampling, Errors) {
   ForwardContext ctx;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const Tensor ok = make_tensor({1, 2, 3, 4}, {2, 2});
-  expect_invalid([&] { ops::sample(ctx, make_tensor({1, 2, 3, nan}, {2, 2}), {{}, {}}); }, "sampling: logits[1, 1] is NaN");
-  expect_invalid([&] { ops::sample(ctx, make_tensor({1, INFINITY, 3, 4}, {2, 2}, DType::kBF16), {{}, {}}); },
-                 "sampling: logits[0, 1] is +inf");
-  expect_invalid([&] { ops::sample(ctx, make_tensor({1, 2, kNegInf, kNegInf}, {2, 2}), {{}, {}}); },
-                 "sampling: every logit of row 1 is -inf");
+  expect_invalid(
+      [&] {
+        ops::sample(ctx, make_tensor({1, 2, 3, nan}, {2, 2}), {{}, {}});
+      },
+      "sampling: logits[1, 1] is NaN");
+  expect_invalid(
+      [&] {
+        ops::sample(ctx, make_tensor({1, INFINITY, 3, 4}, {2, 2}, DType::kBF16), {{}, {}});
+      },
+      "sampling: logits[0, 1] is +inf");
+  expect_invalid(
+      [&] {
+        ops::sample(ctx, make_tensor({1, 2, kNegInf, kNegInf}, {2, 2}), {{}, {}});
+      },
+      "sampling: every logit of row 1 is -inf");
   expect_invalid([&] { ops::sample(ctx, ok, {{}}); }, "sampling: 1 SamplingParams for 2 rows of `logits`");
   SamplingParams bad;
   bad.top_p = 0.0f;
@@ -280,18 +293,37 @@ TEST(Sampling, Errors) {
   expect_invalid([&] { ops::sample(ctx, ok, {bad, {}}); }, "sampling: params[0].min_p must be in [0, 1], got 1.5");
   bad = {};
   bad.temperature = -1.0f;
-  expect_invalid([&] { ops::sample(ctx, ok, {bad, {}}); },
-                 "sampling: params[0].temperature must be finite and >= 0, got -1");
-  expect_invalid([&] { ops::sample(ctx, ok, {{}, {}}, {3}); }, "sampling: `num_logprobs` must be in [0, vocab = 2], got 3");
-  expect_invalid([&] { ops::sample(ctx, Tensor::empty({2, 0}, DType::kF32), {{}, {}}); },
-                 "sampling: `logits` must have 1 to 2^31 - 1 columns, got f32[2, 0] on cpu");
-  expect_invalid([&] { ops::sample(ctx, ok.t(), {{}, {}}); },
-                 "sampling: the last dimension of `logits` must be contiguous, got strides [1, 2]");
-  expect_error([&] { ops::sample(ctx, ops_test::fake_cuda_tensor({2, 2}, DType::kF32), {{}, {}}); },
-               ErrorCode::kInvalidArgument, "sampling: `logits` is on cuda:0 but the context is on cpu");
+  expect_invalid(
+      [&] {
+        ops::sample(ctx, ok, {bad, {}});
+      },
+      "sampling: params[0].temperature must be finite and >= 0, got -1");
+  expect_invalid(
+      [&] {
+        ops::sample(ctx, ok, {{}, {}}, {3});
+      },
+      "sampling: `num_logprobs` must be in [0, vocab = 2], got 3");
+  expect_invalid(
+      [&] {
+        ops::sample(ctx, Tensor::empty({2, 0}, DType::kF32), {{}, {}});
+      },
+      "sampling: `logits` must have 1 to 2^31 - 1 columns, got f32[2, 0] on cpu");
+  expect_invalid(
+      [&] {
+        ops::sample(ctx, ok.t(), {{}, {}});
+      },
+      "sampling: the last dimension of `logits` must be contiguous, got strides [1, 2]");
+  expect_error(
+      [&] {
+        ops::sample(ctx, ops_test::fake_cuda_tensor({2, 2}, DType::kF32), {{}, {}});
+      },
+      ErrorCode::kInvalidArgument, "sampling: `logits` is on cuda:0 but the context is on cpu");
   ForwardContext cuda_ctx(Device::cuda(0));
-  expect_error([&] { ops::sample(cuda_ctx, ops_test::fake_cuda_tensor({2, 2}, DType::kF32), {{}, {}}); },
-               ErrorCode::kUnsupported, "sampling: no CUDA kernel yet");
+  expect_error(
+      [&] {
+        ops::sample(cuda_ctx, ops_test::fake_cuda_tensor({2, 2}, DType::kF32), {{}, {}});
+      },
+      ErrorCode::kUnsupported, "sampling: no CUDA kernel yet");
   // An empty batch.
   EXPECT_EQ(ops::sample(ctx, Tensor::empty({0, 5}, DType::kF32), {}).token_ids.numel(), 0);
 }

@@ -13,9 +13,9 @@
 namespace fp8kit::ops {
 
 struct EmbeddingOptions {
-  int64_t vocab_start = 0;              // the first id of this rank's rows
-  std::optional<int64_t> vocab_size;    // ids must lie in [0, vocab_size); default vocab_start + num_rows
-  Tensor out;                           // optional preallocated output, contiguous
+  int64_t vocab_start = 0;            // the first id of this rank's rows
+  std::optional<int64_t> vocab_size;  // ids must lie in [0, vocab_size); default vocab_start + num_rows
+  Tensor out;                         // optional preallocated output, contiguous
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -27,6 +27,7 @@ struct EmbeddingOptions {
 //   num_rows, else zeros. An id outside [0, vocab_size) is Error(kInvalidArgument)
 //   "embedding: ids[3] = 70000 is outside the vocabulary [0, 32000)".
 // ---------------------------------------------------------------------------------------------
-Tensor embedding(const ForwardContext& ctx, const Tensor& ids, const Tensor& table, const EmbeddingOptions& options = {});
+Tensor embedding(const ForwardContext& ctx, const Tensor& ids, const Tensor& table,
+                 const EmbeddingOptions& options = {});
 
 }  // namespace fp8kit::ops

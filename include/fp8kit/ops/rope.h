@@ -26,11 +26,11 @@ struct RopeConfig {
   // Rotate-half pairs (i, i + rotary_dim / 2) (Llama, Qwen, Mistral, NeoX) or GPT-J's (2i, 2i + 1).
   // Not in config.json: the architecture decides (parse_rope_config leaves it true).
   bool is_neox_style = true;
-  int64_t max_position_embeddings = 0;  // dynamic; yarn's default original_max_position_embeddings
-  double factor = 1.0;                  // linear, dynamic, llama3, yarn: >= 1
-  int64_t original_max_position_embeddings = 0;    // llama3 (required), yarn
+  int64_t max_position_embeddings = 0;                   // dynamic; yarn's default original_max_position_embeddings
+  double factor = 1.0;                                   // linear, dynamic, llama3, yarn: >= 1
+  int64_t original_max_position_embeddings = 0;          // llama3 (required), yarn
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
-  double beta_fast = 32.0, beta_slow = 1.0;             // yarn
+  double beta_fast = 32.0, beta_slow = 1.0;              // yarn
   std::optional<double> mscale, mscale_all_dim;          // yarn (DeepSeek-style attention factor)
   std::optional<double> attention_factor;                // yarn: overrides the computed one
   bool truncate = true;                                  // yarn: floor/ceil the correction range

@@ -30,8 +30,8 @@ void require_i32_vector(const Tensor& t, std::string_view name, int64_t size) {
 
 void check_options(const PagedAttentionOptions& o, const PagedKvCache& cache, int64_t num_kv_heads) {
   if (o.scale) {
-    FP8KIT_CHECK_ARG(std::isfinite(*o.scale) && *o.scale > 0.0f, "{}: `scale` must be finite and positive, got {}",
-                     kOp, *o.scale);
+    FP8KIT_CHECK_ARG(std::isfinite(*o.scale) && *o.scale > 0.0f, "{}: `scale` must be finite and positive, got {}", kOp,
+                     *o.scale);
   }
   FP8KIT_CHECK_ARG(std::isfinite(o.softcap) && o.softcap >= 0.0f,
                    "{}: `softcap` must be finite and non-negative (0: off), got {}", kOp, o.softcap);
@@ -65,8 +65,9 @@ int64_t check_metadata_values(const AttentionMetadata& md, int64_t num_seqs, int
     const int64_t q_len = qsl[r + 1] - qsl[r];
     FP8KIT_CHECK_ARG(lens[r] >= q_len, "{}: seq_lens[{}] = {} is below its {} query tokens", kOp, r, lens[r], q_len);
     const int64_t blocks = (int64_t(lens[r]) + layout.block_size - 1) / layout.block_size;
-    FP8KIT_CHECK_ARG(blocks <= max_blocks, "{}: seq_lens[{}] = {} needs {} blocks but `block_table` has {} per sequence",
-                     kOp, r, lens[r], blocks, max_blocks);
+    FP8KIT_CHECK_ARG(blocks <= max_blocks,
+                     "{}: seq_lens[{}] = {} needs {} blocks but `block_table` has {} per sequence", kOp, r, lens[r],
+                     blocks, max_blocks);
     const int32_t* row = md.block_table.data<int32_t>() + r * md.block_table.stride(0);
     for (int64_t b = 0; b < blocks; ++b) {
       FP8KIT_CHECK_ARG(row[b] >= 0 && row[b] < layout.num_blocks,
@@ -112,19 +113,19 @@ void check_slot_mapping(const AttentionMetadata& md, int64_t num_seqs, int64_t b
 Tensor paged_attention(const ForwardContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                        const PagedKvCache& cache, const AttentionMetadata& md, const PagedAttentionOptions& options) {
   require_defined(kOp, q, "q");
-  for (const auto& [t, name] :
-       {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}, std::pair{&cache.key_cache, "key_cache"},
-        std::pair{&cache.value_cache, "value_cache"}, std::pair{&cache.k_scale, "k_scale"},
-        std::pair{&cache.v_scale, "v_scale"}, std::pair{&md.query_start_loc, "query_start_loc"},
-        std::pair{&md.seq_lens, "seq_lens"}, std::pair{&md.block_table, "block_table"},
-        std::pair{&md.slot_mapping, "slot_mapping"}, std::pair{&options.q_scale, "q_scale"},
-        std::pair{&options.out, "out"}}) {
+  for (const auto& [t, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"},
+                                std::pair{&cache.key_cache, "key_cache"}, std::pair{&cache.value_cache, "value_cache"},
+                                std::pair{&cache.k_scale, "k_scale"}, std::pair{&cache.v_scale, "v_scale"},
+                                std::pair{&md.query_start_loc, "query_start_loc"}, std::pair{&md.seq_lens, "seq_lens"},
+                                std::pair{&md.block_table, "block_table"}, std::pair{&md.slot_mapping, "slot_mapping"},
+                                std::pair{&options.q_scale, "q_scale"}, std::pair{&options.out, "out"}}) {
     require_context_device(kOp, ctx, *t, name);
   }
   require_dim(kOp, q, "q", 3);
   require_float_input(kOp, q, "q");
-  FP8KIT_CHECK_ARG(q.stride(2) == 1 || q.size(2) <= 1, "{}: the last dimension of `q` must be contiguous, got strides {}",
-                   kOp, shape_to_string(q.strides()));
+  FP8KIT_CHECK_ARG(q.stride(2) == 1 || q.size(2) <= 1,
+                   "{}: the last dimension of `q` must be contiguous, got strides {}", kOp,
+                   shape_to_string(q.strides()));
   const CacheLayouts layouts = check_paged_caches(kOp, cache.key_cache, cache.value_cache, cache.dtype, q.dtype());
   const int64_t num_tokens = q.size(0), num_heads = q.size(1), head_size = q.size(2);
   const int64_t num_kv_heads = layouts.key.num_kv_heads;
@@ -137,8 +138,8 @@ Tensor paged_attention(const ForwardContext& ctx, const Tensor& q, const Tensor&
   const bool write_new = k.defined();
   if (write_new) {
     check_kv_rows(kOp, k, v, num_kv_heads, head_size);
-    FP8KIT_CHECK_ARG(k.dtype() == q.dtype(), "{}: `k` must have the dtype of `q` ({}), got {}", kOp, dtype_name(q.dtype()),
-                     k.description());
+    FP8KIT_CHECK_ARG(k.dtype() == q.dtype(), "{}: `k` must have the dtype of `q` ({}), got {}", kOp,
+                     dtype_name(q.dtype()), k.description());
     require_dim(kOp, md.slot_mapping, "slot_mapping", 1);
     FP8KIT_CHECK_ARG(md.slot_mapping.dtype() == DType::kI64 && md.slot_mapping.is_contiguous(),
                      "{}: `slot_mapping` must be a contiguous i64 tensor, got {}", kOp, md.slot_mapping.description());
@@ -165,8 +166,7 @@ Tensor paged_attention(const ForwardContext& ctx, const Tensor& q, const Tensor&
   require_reference_backend(kOp, ctx.device());
 
   // Host data from here on.
-  const int64_t max_seq_len =
-      check_metadata_values(md, num_seqs, num_tokens, layouts.key, md.block_table.size(1));
+  const int64_t max_seq_len = check_metadata_values(md, num_seqs, num_tokens, layouts.key, md.block_table.size(1));
   if (write_new) {
     check_slot_mapping(md, num_seqs, layouts.key.block_size);
     // Padding entries are negative, so the store writes exactly this step's real tokens.

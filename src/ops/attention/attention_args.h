@@ -36,7 +36,7 @@ struct PagedAttentionArgs {
   int64_t max_seq_len = 0;  // max over seq_lens (sizes the scratch)
 
   float scale = 1.0f;
-  float softcap = 0.0f;  // 0: off
+  float softcap = 0.0f;                         // 0: off
   int64_t window_left = -1, window_right = -1;  // -1: unbounded
   bool causal = true;
   AttentionReadMode read_mode = AttentionReadMode::kDequantize;

@@ -114,7 +114,7 @@ void attend_fp8(const PagedAttentionArgs& a, const SeqCache<T>& c, const T* q, i
   const float shifted_max = max_x - kFa3MaxOffset;
   float row_sum = 0.0f;
   for (int64_t j = vk.first; j <= vk.last; ++j) {
-    const float p = std::exp2(logits[j - vk.first] - shifted_max);  // in [0, 256]
+    const float p = std::exp2(logits[j - vk.first] - shifted_max);   // in [0, 256]
     row_sum += p;                                                    // from the unrounded P~
     const float p8 = e4m3fn_bits_to_float(float_to_e4m3fn_bits(p));  // P~ as e4m3 for the P.V product
     const int64_t vo = c.value_offset(j);

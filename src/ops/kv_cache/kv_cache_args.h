@@ -22,7 +22,7 @@ struct PagedCacheLayout {
 };
 
 struct ReshapeAndCacheArgs {
-  int64_t num_tokens = 0;  // slot_mapping.size(0)
+  int64_t num_tokens = 0;       // slot_mapping.size(0)
   const void* key = nullptr;    // [num_tokens, num_kv_heads, head_size] of src_dtype
   const void* value = nullptr;  // same shape and dtype
   int64_t key_token_stride = 0, key_head_stride = 0;

@@ -46,8 +46,10 @@ CacheLayouts check_paged_caches(std::string_view op, const Tensor& key_cache, co
                        shape_to_string(cache->strides()));
     }
     if (kv_cache_dtype == KvCacheDtype::kAuto) {
-      FP8KIT_CHECK_ARG(cache->dtype() == model_dtype, "{}: with kv_cache_dtype auto, `{}` must be {} (the dtype of "
-                       "the keys), got {}", op, name, dtype_name(model_dtype), cache->description());
+      FP8KIT_CHECK_ARG(cache->dtype() == model_dtype,
+                       "{}: with kv_cache_dtype auto, `{}` must be {} (the dtype of "
+                       "the keys), got {}",
+                       op, name, dtype_name(model_dtype), cache->description());
     } else {
       FP8KIT_CHECK_ARG(fp8_cache_dtype_ok(cache->dtype(), kv_cache_dtype),
                        "{}: with kv_cache_dtype {}, `{}` must be u8 or {}, got {}", op,
@@ -87,8 +89,10 @@ void check_kv_rows(std::string_view op, const Tensor& key, const Tensor& value, 
                    "{}: `key` must be [num_tokens, {}, {}] to match the caches (num_kv_heads, head_size), got {}", op,
                    num_kv_heads, head_size, key.description());
   for (const auto& [t, name] : {std::pair{&key, "key"}, std::pair{&value, "value"}}) {
-    FP8KIT_CHECK_ARG(t->stride(2) == 1 || t->size(2) <= 1, "{}: the last dimension of `{}` must be contiguous, got "
-                     "strides {}", op, name, shape_to_string(t->strides()));
+    FP8KIT_CHECK_ARG(t->stride(2) == 1 || t->size(2) <= 1,
+                     "{}: the last dimension of `{}` must be contiguous, got "
+                     "strides {}",
+                     op, name, shape_to_string(t->strides()));
   }
 }
 

@@ -35,8 +35,8 @@ void run(const ReshapeAndCacheArgs& a, int num_parts) {
       for (int64_t h = 0; h < a.key_layout.num_kv_heads; ++h) {
         const float s_k = a.k_scale ? a.k_scale[h * a.kv_scale_stride] : 1.0f;
         const float s_v = a.v_scale ? a.v_scale[h * a.kv_scale_stride] : 1.0f;
-        store_row(key + t * a.key_token_stride + h * a.key_head_stride, a.key_cache, a.key_layout.offset(block, page, h),
-                  a.key_layout.head_size, a.cache_dtype, s_k);
+        store_row(key + t * a.key_token_stride + h * a.key_head_stride, a.key_cache,
+                  a.key_layout.offset(block, page, h), a.key_layout.head_size, a.cache_dtype, s_k);
         store_row(value + t * a.value_token_stride + h * a.value_head_stride, a.value_cache,
                   a.value_layout.offset(block, page, h), a.value_layout.head_size, a.cache_dtype, s_v);
       }

@@ -23,10 +23,10 @@ void check_common(std::string_view op, const ForwardContext& ctx, const Tensor& 
   FP8KIT_CHECK_ARG(x.dim() >= 1, "{}: `x` must have at least one dimension, got {}", op, x.description());
   require_float_input(op, x, "x");
   const int64_t hidden = x.size(-1);
-  FP8KIT_CHECK_ARG(weight.dtype() == x.dtype() && weight.dim() == 1 && weight.size(0) == hidden &&
-                       weight.is_contiguous(),
-                   "{}: `weight` must be a contiguous [{}] tensor of x's dtype {}, got {}", op, hidden,
-                   dtype_name(x.dtype()), weight.description());
+  FP8KIT_CHECK_ARG(
+      weight.dtype() == x.dtype() && weight.dim() == 1 && weight.size(0) == hidden && weight.is_contiguous(),
+      "{}: `weight` must be a contiguous [{}] tensor of x's dtype {}, got {}", op, hidden, dtype_name(x.dtype()),
+      weight.description());
   FP8KIT_CHECK_ARG(std::isfinite(eps) && eps >= 0.0f, "{}: `eps` must be finite and non-negative, got {}", op, eps);
 }
 

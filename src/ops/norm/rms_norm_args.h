@@ -13,7 +13,7 @@ struct RmsNormArgs {
   int64_t rows = 0, hidden = 0;
   const void* x = nullptr;  // [rows, hidden] of dtype, row r at x + r * x_row_stride
   int64_t x_row_stride = 0;
-  void* residual = nullptr;  // fused add only: [rows, hidden], contiguous, updated in place
+  void* residual = nullptr;      // fused add only: [rows, hidden], contiguous, updated in place
   const void* weight = nullptr;  // [hidden]
   void* out = nullptr;           // [rows, hidden], row r at out + r * out_row_stride (may equal x)
   int64_t out_row_stride = 0;

@@ -31,13 +31,16 @@ void check_positions(std::string_view op, const Tensor& positions, bool read_val
 
 // The heads of q or k as [num_tokens, num_heads, head_dim] strides.
 RopeHeads heads_of(std::string_view op, const Tensor& t, std::string_view name, int64_t num_tokens, int64_t head_dim) {
-  FP8KIT_CHECK_ARG(t.dim() == 2 || t.dim() == 3, "{}: `{}` must be [num_tokens, num_heads, head_dim] or [num_tokens, "
-                   "num_heads * head_dim], got {}", op, name, t.description());
+  FP8KIT_CHECK_ARG(t.dim() == 2 || t.dim() == 3,
+                   "{}: `{}` must be [num_tokens, num_heads, head_dim] or [num_tokens, "
+                   "num_heads * head_dim], got {}",
+                   op, name, t.description());
   require_float_input(op, t, name);
   FP8KIT_CHECK_ARG(t.size(0) == num_tokens, "{}: `{}` has {} tokens but `positions` {}", op, name, t.size(0),
                    num_tokens);
-  FP8KIT_CHECK_ARG(t.stride(-1) == 1 || t.size(-1) <= 1, "{}: the last dimension of `{}` must be contiguous, got strides {}",
-                   op, name, shape_to_string(t.strides()));
+  FP8KIT_CHECK_ARG(t.stride(-1) == 1 || t.size(-1) <= 1,
+                   "{}: the last dimension of `{}` must be contiguous, got strides {}", op, name,
+                   shape_to_string(t.strides()));
   RopeHeads h;
   if (t.dim() == 3) {
     FP8KIT_CHECK_ARG(t.size(2) == head_dim, "{}: `{}` has head size {} but the RoPE config {}", op, name, t.size(2),

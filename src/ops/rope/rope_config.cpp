@@ -3,9 +3,8 @@
 // transformers v5's rope_parameters); every bad value is an error naming the field. Tested by
 // tests/cpu/test_rope_config.cpp.
 #include <cmath>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/check.h"
 #include "fp8kit/ops/rope.h"
@@ -50,7 +49,8 @@ class Fields {
   }
   std::optional<bool> boolean(const char* key) const {
     if (!has(key)) return std::nullopt;
-    FP8KIT_CHECK_ARG(o_[key].is_boolean(), "config.json: `{}` must be true or false, got {}", name(key), o_[key].dump());
+    FP8KIT_CHECK_ARG(o_[key].is_boolean(), "config.json: `{}` must be true or false, got {}", name(key),
+                     o_[key].dump());
     return o_[key].get<bool>();
   }
 
@@ -80,8 +80,10 @@ RopeType parse_type(const std::string& type, const std::string& field) {
   if (type == "dynamic") return RopeType::kDynamic;
   if (type == "llama3") return RopeType::kLlama3;
   if (type == "yarn") return RopeType::kYarn;
-  fail(ErrorCode::kInvalidArgument, "config.json: {} `{}` is not supported (supported: default, linear, dynamic, llama3, "
-       "yarn)", field, type);
+  fail(ErrorCode::kInvalidArgument,
+       "config.json: {} `{}` is not supported (supported: default, linear, dynamic, llama3, "
+       "yarn)",
+       field, type);
 }
 
 }  // namespace
@@ -107,8 +109,8 @@ RopeConfig parse_rope_config(std::string_view config_json) {
   } else {
     const auto hidden = top.integer("hidden_size"), heads = top.integer("num_attention_heads");
     FP8KIT_CHECK_ARG(hidden && heads, "config.json: needs `head_dim`, or `hidden_size` and `num_attention_heads`");
-    FP8KIT_CHECK_ARG(*hidden % *heads == 0, "config.json: `hidden_size` {} is not a multiple of `num_attention_heads` {}",
-                     *hidden, *heads);
+    FP8KIT_CHECK_ARG(*hidden % *heads == 0,
+                     "config.json: `hidden_size` {} is not a multiple of `num_attention_heads` {}", *hidden, *heads);
     c.head_dim = *hidden / *heads;
   }
   c.max_position_embeddings = top.integer("max_position_embeddings").value_or(0);
@@ -153,7 +155,8 @@ RopeConfig parse_rope_config(std::string_view config_json) {
     FP8KIT_CHECK_ARG(c.rotary_dim > 2, "config.json: dynamic RoPE needs a rotary_dim above 2, got {}", c.rotary_dim);
   } else if (c.type == RopeType::kLlama3) {
     const auto orig = dict.integer("original_max_position_embeddings");
-    FP8KIT_CHECK_ARG(orig.has_value(), "config.json: llama3 RoPE needs `{}`", dict.name("original_max_position_embeddings"));
+    FP8KIT_CHECK_ARG(orig.has_value(), "config.json: llama3 RoPE needs `{}`",
+                     dict.name("original_max_position_embeddings"));
     c.original_max_position_embeddings = *orig;
     FP8KIT_CHECK_ARG(dict.has("low_freq_factor") && dict.has("high_freq_factor"),
                      "config.json: llama3 RoPE needs `{}` and `{}`", dict.name("low_freq_factor"),
@@ -161,7 +164,8 @@ RopeConfig parse_rope_config(std::string_view config_json) {
     c.low_freq_factor = dict.positive("low_freq_factor", 1.0);
     c.high_freq_factor = dict.positive("high_freq_factor", 4.0);
     FP8KIT_CHECK_ARG(c.high_freq_factor > c.low_freq_factor, "config.json: `{}` {} must be greater than `{}` {}",
-                     dict.name("high_freq_factor"), c.high_freq_factor, dict.name("low_freq_factor"), c.low_freq_factor);
+                     dict.name("high_freq_factor"), c.high_freq_factor, dict.name("low_freq_factor"),
+                     c.low_freq_factor);
   } else if (c.type == RopeType::kYarn) {
     c.original_max_position_embeddings =
         dict.integer("original_max_position_embeddings").value_or(c.max_position_embeddings);
@@ -209,11 +213,11 @@ void validate_rope_config(const RopeConfig& c) {
                        c.beta_slow);
       FP8KIT_CHECK_ARG(!c.attention_factor || (std::isfinite(*c.attention_factor) && *c.attention_factor > 0),
                        "rope: `attention_factor` must be positive and finite, got {}", c.attention_factor.value_or(0));
-      FP8KIT_CHECK_ARG((!c.mscale || std::isfinite(*c.mscale)) && (!c.mscale_all_dim || std::isfinite(*c.mscale_all_dim)),
-                       "rope: `mscale` and `mscale_all_dim` must be finite");
+      FP8KIT_CHECK_ARG(
+          (!c.mscale || std::isfinite(*c.mscale)) && (!c.mscale_all_dim || std::isfinite(*c.mscale_all_dim)),
+          "rope: `mscale` and `mscale_all_dim` must be finite");
       break;
-    default:
-      break;
+    default: break;
   }
 }
 

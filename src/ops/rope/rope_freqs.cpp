@@ -85,9 +85,7 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t dynamic_seq_len) {
   FP8KIT_CHECK_ARG(dynamic_seq_len >= 0, "rope: `dynamic_seq_len` must be non-negative, got {}", dynamic_seq_len);
   RopeFrequencies f;
   switch (c.type) {
-    case RopeType::kDefault:
-      f.inv_freq = default_inv_freq(float(c.theta), c.rotary_dim);
-      break;
+    case RopeType::kDefault: f.inv_freq = default_inv_freq(float(c.theta), c.rotary_dim); break;
     case RopeType::kLinear:
       f.inv_freq = default_inv_freq(float(c.theta), c.rotary_dim);
       for (float& x : f.inv_freq) x /= float(c.factor);
@@ -100,9 +98,7 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t dynamic_seq_len) {
       f.inv_freq = default_inv_freq(float(base), c.rotary_dim);
       break;
     }
-    case RopeType::kLlama3:
-      f.inv_freq = llama3_inv_freq(c);
-      break;
+    case RopeType::kLlama3: f.inv_freq = llama3_inv_freq(c); break;
     case RopeType::kYarn:
       f.inv_freq = yarn_inv_freq(c);
       f.attention_factor = float(yarn_attention_factor(c));

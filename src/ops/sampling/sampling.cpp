@@ -22,7 +22,8 @@ constexpr std::string_view kOp = "sampling";
 void check_params(const SamplingParams& p, size_t r) {
   FP8KIT_CHECK_ARG(std::isfinite(p.temperature) && p.temperature >= 0.0f,
                    "{}: params[{}].temperature must be finite and >= 0, got {}", kOp, r, p.temperature);
-  FP8KIT_CHECK_ARG(p.top_p > 0.0f && p.top_p <= 1.0f, "{}: params[{}].top_p must be in (0, 1], got {}", kOp, r, p.top_p);
+  FP8KIT_CHECK_ARG(p.top_p > 0.0f && p.top_p <= 1.0f, "{}: params[{}].top_p must be in (0, 1], got {}", kOp, r,
+                   p.top_p);
   FP8KIT_CHECK_ARG(p.min_p >= 0.0f && p.min_p <= 1.0f, "{}: params[{}].min_p must be in [0, 1], got {}", kOp, r,
                    p.min_p);
 }
@@ -54,8 +55,10 @@ SamplingResult sample(const ForwardContext& ctx, const Tensor& logits, const std
   const int64_t num_seqs = logits.size(0), vocab = logits.size(1);
   FP8KIT_CHECK_ARG(vocab > 0 && vocab <= (int64_t(1) << 31) - 1, "{}: `logits` must have 1 to 2^31 - 1 columns, got {}",
                    kOp, logits.description());
-  FP8KIT_CHECK_ARG(logits.stride(1) == 1 || vocab <= 1, "{}: the last dimension of `logits` must be contiguous, got "
-                   "strides {}", kOp, shape_to_string(logits.strides()));
+  FP8KIT_CHECK_ARG(logits.stride(1) == 1 || vocab <= 1,
+                   "{}: the last dimension of `logits` must be contiguous, got "
+                   "strides {}",
+                   kOp, shape_to_string(logits.strides()));
   FP8KIT_CHECK_ARG(int64_t(params.size()) == num_seqs, "{}: {} SamplingParams for {} rows of `logits`", kOp,
                    params.size(), num_seqs);
   for (size_t r = 0; r < params.size(); ++r) check_params(params[r], r);

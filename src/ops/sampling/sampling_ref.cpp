@@ -53,7 +53,7 @@ void processed_probs(float* z, int64_t vocab, const SamplingParams& sp, float* p
     std::iota(ids, ids + vocab, 0);
     std::sort(ids, ids + vocab, [&](int32_t a, int32_t b) { return z[a] != z[b] ? z[a] < z[b] : a > b; });
     const float limit = 1.0f - sp.top_p;
-    double cumulative = 0.0;  // torch's CPU cumsum accumulates float in double
+    double cumulative = 0.0;                   // torch's CPU cumsum accumulates float in double
     for (int64_t i = 0; i + 1 < vocab; ++i) {  // the last (largest) id always stays
       cumulative += p[ids[i]];
       if (float(cumulative) <= limit) z[ids[i]] = kNegInf;
