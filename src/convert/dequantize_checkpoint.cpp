@@ -98,7 +98,7 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
   nlohmann::ordered_json config = checkpoint.config();
   config.erase("quantization_config");
   config.erase("compression_config");
-  write_json_file(out.path("config.json"), config);
+  out.write_json("config.json", config);
   out.commit();
   report.notes.insert(report.notes.end(), out.notes().begin(), out.notes().end());
   report.notes.insert(report.notes.end(), aux.notes.begin(), aux.notes.end());

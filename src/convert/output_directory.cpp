@@ -17,6 +17,7 @@
 
 #include "convert/work_dirs.h"
 #include "core/check.h"
+#include "fp8kit/checkpoint.h"
 #include "io/file_util.h"
 
 namespace fp8kit::convert {
@@ -55,10 +56,10 @@ bool rename_with(const std::string& from, const std::string& to, unsigned flags)
 
 bool flag_unsupported(int err) { return err == EINVAL || err == ENOSYS || err == ENOTSUP; }
 
-// Marks an output about to be replaced, so that wherever a kill leaves it (at the work
-// directory's name after the exchange, at OUT.old.*), the next run recognises it. Only a real
-// directory: the target of a link is the user's and stays untouched. Best effort: an unwritable
-// directory is replaced all the same.
+// Marks a tree fp8kit is about to remove (a replaced output, at the work directory's name or at
+// OUT.old.*), so that a kill during the removal leaves a leftover the next run recognises. Only
+// a real directory: a link's target is the user's and stays untouched. Best effort: an
+// unwritable directory is removed all the same.
 void mark_replaced(const std::string& dir) {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
@@ -118,7 +119,12 @@ void OutputDirectory::remove_leftovers() {
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     const std::string dir = paths_.parent + "/" + name;
-    if (!has_marker(dir)) continue;
+    if (!has_marker(dir)) {
+      // A run killed between making its work directory and marking it left it empty: rmdir
+      // removes only an empty directory, so nothing of anyone's is lost.
+      if (::rmdir(dir.c_str()) == 0) notes_.push_back("removed " + name + ", left by an interrupted fp8kit run");
+      continue;
+    }
     notes_.push_back(remove_tree(dir) ? "removed " + name + ", left by an interrupted fp8kit run"
                                       : "could not remove all of " + name + ", left by an interrupted fp8kit run");
   }
@@ -132,6 +138,29 @@ std::string OutputDirectory::work_display() const {
   return same_tail ? paths_.display.substr(0, cut) + name : work_dir_;
 }
 
+std::string OutputDirectory::named_as_output(std::string message) const {
+  if (work_dir_.empty()) return message;
+  const std::string tmp = ".tmp." + std::to_string(::getpid());
+  for (size_t at = message.find(work_dir_); at != std::string::npos; at = message.find(work_dir_, at)) {
+    message.replace(at, work_dir_.size(), paths_.display);
+    at += paths_.display.size();
+    const size_t end = message.find_first_of(": ", at);
+    const size_t suffix = message.find(tmp, at);
+    if (suffix != std::string::npos && suffix + tmp.size() == (end == std::string::npos ? message.size() : end)) {
+      message.erase(suffix, tmp.size());
+    }
+  }
+  return message;
+}
+
+void OutputDirectory::write_json(const std::string& relative, const nlohmann::ordered_json& value) const {
+  try {
+    write_json_file(path(relative), value);
+  } catch (const Error& e) {
+    throw Error(e.code(), named_as_output(e.what()));
+  }
+}
+
 std::string OutputDirectory::path(const std::string& relative) const {
   FP8KIT_CHECK(!g_abandoned.load(), ErrorCode::kIo, "{}: interrupted", paths_.display);
   return work_dir_ + "/" + relative;
@@ -141,60 +170,60 @@ void OutputDirectory::commit() {
   std::lock_guard<std::mutex> hold(g_mutex);
   FP8KIT_CHECK(!g_abandoned.load(), ErrorCode::kIo, "{}: interrupted", paths_.display);
   FP8KIT_CHECK(!committed_, ErrorCode::kInternal, "{}: committed twice", paths_.display);
-  io::fsync_dir(work_dir_);
   const Existing existing = existing_output(paths_);
   FP8KIT_CHECK_ARG(existing != Existing::kOther, "output {} exists and is not a directory", paths_.display);
   FP8KIT_CHECK_ARG(existing == Existing::kNone || force_,
                    "output directory {} already exists; pass --force to replace it", paths_.display);
-  // The work directory keeps its marker until it is OUT, so that a kill at any point leaves
-  // either a marked leftover or a complete OUT (at worst with a stray marker file in it).
-  if (existing == Existing::kDirectory) {
-    replace_existing();
-  } else if (!rename_with(work_dir_, paths_.final_dir, RENAME_NOREPLACE)) {
-    int err = errno;
-    if (flag_unsupported(err)) err = ::rename(work_dir_.c_str(), paths_.final_dir.c_str()) == 0 ? 0 : errno;
-    if (err != 0) {
-      FP8KIT_CHECK_ARG(err != EEXIST && err != ENOTEMPTY,
-                       "output directory {} appeared while fp8kit wrote it; pass --force to replace it",
-                       paths_.display);
-      fail(ErrorCode::kIo, "cannot rename {} to {}: {}", work_dir_, paths_.final_dir, io::errno_text(err));
+  // OUT never holds the marker, so that a reader of OUT sees the old or the new tree exactly.
+  // A kill in the instant between this and the rename leaves a complete work directory
+  // without its marker, which no run removes (README: recovery).
+  remove_marker(work_dir_);
+  io::fsync_dir(work_dir_);
+  try {
+    if (existing == Existing::kDirectory) {
+      replace_existing();
+    } else if (!rename_with(work_dir_, paths_.final_dir, RENAME_NOREPLACE)) {
+      int err = errno;
+      if (flag_unsupported(err)) err = ::rename(work_dir_.c_str(), paths_.final_dir.c_str()) == 0 ? 0 : errno;
+      if (err != 0) {
+        FP8KIT_CHECK_ARG(err != EEXIST && err != ENOTEMPTY,
+                         "output directory {} appeared while fp8kit wrote it; pass --force to replace it",
+                         paths_.display);
+        fail(ErrorCode::kIo, "cannot rename {} to {}: {}", work_dir_, paths_.final_dir, io::errno_text(err));
+      }
     }
+  } catch (...) {
+    mark_replaced(work_dir_);  // still the work directory: removed by the destructor
+    throw;
   }
   committed_ = true;
-  remove_marker(paths_.final_dir);
   io::fsync_dir(paths_.parent);
 }
 
-// OUT exists and is replaced: exchanged with the work directory in one step, the old tree then
-// removed from the work directory's name. Without RENAME_EXCHANGE, OUT moves to OUT.old.* first:
-// a kill between the two renames leaves no OUT but OUT.old.* (docs/usage.md: recovery).
+// OUT exists and is replaced: exchanged with the work directory in one step, then the old tree,
+// now under the work directory's name, is marked and removed. Without RENAME_EXCHANGE, OUT moves
+// to OUT.old.* first: a kill between the two renames leaves no OUT (README: recovery).
 void OutputDirectory::replace_existing() {
-  mark_replaced(paths_.final_dir);
   if (rename_with(work_dir_, paths_.final_dir, RENAME_EXCHANGE)) {
-    remove_marker(paths_.final_dir);
     io::fsync_dir(paths_.parent);
+    mark_replaced(work_dir_);
     remove_tree(work_dir_);  // the old OUT, or the link that OUT was
     return;
   }
   const int exchange_err = errno;
-  if (!flag_unsupported(exchange_err)) {
-    remove_marker(paths_.final_dir);
-    fail(ErrorCode::kIo, "cannot exchange {} with {}: {}", work_dir_, paths_.final_dir, io::errno_text(exchange_err));
-  }
+  FP8KIT_CHECK(flag_unsupported(exchange_err), ErrorCode::kIo, "cannot exchange {} with {}: {}", work_dir_,
+               paths_.final_dir, io::errno_text(exchange_err));
   const std::string old_dir = paths_.parent + "/" + work_dir_name(paths_.old_prefix());
-  if (::rename(paths_.final_dir.c_str(), old_dir.c_str()) != 0) {
-    const int err = errno;
-    remove_marker(paths_.final_dir);
-    fail(ErrorCode::kIo, "cannot move the existing {} aside: {}", paths_.display, io::errno_text(err));
-  }
+  FP8KIT_CHECK(::rename(paths_.final_dir.c_str(), old_dir.c_str()) == 0, ErrorCode::kIo,
+               "cannot move the existing {} aside: {}", paths_.display, io::errno_text(errno));
+  // Unmarked until the new tree is OUT: while there is no OUT, no run removes either tree.
   if (::rename(work_dir_.c_str(), paths_.final_dir.c_str()) != 0) {
     const int err = errno;
     ::rename(old_dir.c_str(), paths_.final_dir.c_str());
-    remove_marker(paths_.final_dir);
     fail(ErrorCode::kIo, "cannot rename {} to {}: {}", work_dir_, paths_.final_dir, io::errno_text(err));
   }
-  remove_marker(paths_.final_dir);
   io::fsync_dir(paths_.parent);
+  mark_replaced(old_dir);
   remove_tree(old_dir);
 }
 

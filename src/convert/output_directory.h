@@ -5,14 +5,17 @@
 // RENAME_EXCHANGE, then the old tree is removed; two renames where the file system lacks it).
 // OUT == IN and an OUT that contains IN are refused (output_paths.h). Any way out but commit()
 // (an exception, or the CLI's SIGINT/SIGTERM handler through abandon_all) removes this run's
-// work directory; leftovers of killed runs are removed by the next run to OUT. Nothing that
-// fp8kit did not create is deleted; an existing OUT only with `force`, and only at commit.
+// work directory; leftovers of killed runs (marked, or empty) are removed by the next run to
+// OUT, under its lock. Nothing fp8kit did not create is deleted; an existing OUT only with
+// `force`, and only at commit. OUT itself never holds the marker.
 // Tested in tests/cpu/test_output_directory.cpp.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "convert/output_lock.h"
 #include "convert/output_paths.h"
@@ -34,6 +37,11 @@ class OutputDirectory {
   std::string work_display() const;  // the work directory named as the user named OUT
   const OutputPaths& paths() const { return paths_; }
   const std::string& display() const { return paths_.display; }
+  // `message` with the work directory's paths (and their temporary ".tmp.<pid>" names) given as
+  // OUT's: errors name the output the user asked for, never the work directory.
+  std::string named_as_output(std::string message) const;
+  // write_json_file of `relative` in the work directory, its errors named as OUT's.
+  void write_json(const std::string& relative, const nlohmann::ordered_json& value) const;
   // What the constructor did that the user should hear of (leftovers removed).
   const std::vector<std::string>& notes() const { return notes_; }
 

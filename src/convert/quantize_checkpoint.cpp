@@ -145,7 +145,7 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
   shards.finish(checkpoint.sharded());
   report.output_tensor_bytes = shards.bytes_written();
   config["quantization_config"] = plan.quantization_config;
-  write_json_file(out.path("config.json"), config);
+  out.write_json("config.json", config);
   out.commit();
 
   plan.notes.insert(plan.notes.end(), out.notes().begin(), out.notes().end());

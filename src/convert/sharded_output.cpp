@@ -22,15 +22,11 @@ ShardedOutput::ShardedOutput(const OutputDirectory& out, const Checkpoint& input
 }
 
 void ShardedOutput::rethrow(const Error& e, const std::string& shard, const std::string& tensor) const {
-  // The writer names its file (or its temporary name) first: OUT's final name replaces it.
-  std::string message = e.what();
-  const std::string file = out_.path(shard);
-  if (message.compare(0, file.size(), file) == 0) {
-    const size_t colon = message.find(": ", file.size());
-    if (colon != std::string::npos) message = message.substr(colon + 2);
-  }
-  const std::string input_file = input_.dir() + "/" + shard;
+  // The writer names its file first: that prefix goes, the input shard and tensor come instead.
   const std::string output_file = out_.display() + "/" + shard;
+  std::string message = out_.named_as_output(e.what());
+  if (message.compare(0, output_file.size() + 2, output_file + ": ") == 0) message.erase(0, output_file.size() + 2);
+  const std::string input_file = input_.dir() + "/" + shard;
   if (tensor.empty()) throw Error(e.code(), fmt::format("{}: output {}: {}", input_file, output_file, message));
   throw Error(e.code(), fmt::format("{}: tensor {}: writing {}: {}", input_file, io::quote_name(tensor), output_file,
                                     message));
@@ -56,7 +52,11 @@ void ShardedOutput::finish(bool with_index) {
   }
   if (with_index) {
     index_.total_size = bytes_;
-    write_safetensors_index(out_.path("model.safetensors.index.json"), index_);
+    try {
+      write_safetensors_index(out_.path("model.safetensors.index.json"), index_);
+    } catch (const Error& e) {
+      throw Error(e.code(), out_.named_as_output(e.what()));
+    }
   }
 }
 

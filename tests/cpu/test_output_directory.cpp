@@ -210,11 +210,14 @@ TEST(OutputDirectory, LeftoversOfKilledRunsAreRemovedOnlyWhenMarked) {
   make("out.partial.789.abcdef01", false);  // the name, but no marker: not provably fp8kit's
   make("out.partial", true);                // the user's: not the pattern
   write_bytes(t.root + "/out.partial.1.12345678x", "user file");
+  fs::create_directories(t.root + "/out.partial.5.00000000");  // killed before its marker: empty
   OutputDirectory out(t.root + "/out", false, t.in);
   EXPECT_EQ(out.notes(), (std::vector<std::string>{"removed out.old.456.deadbeef, left by an interrupted fp8kit run",
-                                                   "removed out.partial.123.0badcafe, left by an interrupted fp8kit run"}));
+                                                   "removed out.partial.123.0badcafe, left by an interrupted fp8kit run",
+                                                   "removed out.partial.5.00000000, left by an interrupted fp8kit run"}));
   EXPECT_FALSE(fs::exists(t.root + "/out.partial.123.0badcafe"));
   EXPECT_FALSE(fs::exists(t.root + "/out.old.456.deadbeef"));
+  EXPECT_FALSE(fs::exists(t.root + "/out.partial.5.00000000"));
   EXPECT_EQ(read_bytes(t.root + "/out.partial.789.abcdef01/sub/data"), "data");
   EXPECT_EQ(read_bytes(t.root + "/out.partial/sub/data"), "data");
   EXPECT_EQ(read_bytes(t.root + "/out.partial.1.12345678x"), "user file");
