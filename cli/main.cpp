@@ -5,10 +5,12 @@
 #include <string>
 
 #include "commands.h"
+#include "interrupt.h"
 #include "fp8kit/error.h"
 #include "fp8kit/runtime/overrides.h"
 
 int main(int argc, char** argv) {
+  fp8kit::cli::handle_interrupts();
   CLI::App app{"fp8kit: FP8 checkpoints and kernels, vLLM-compatible, without Python"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fp8kit 0.1.0");

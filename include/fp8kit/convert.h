@@ -13,7 +13,9 @@
 // Linear weights are quantized; embeddings, norms, MoE routers and lm_head (unless asked) are
 // copied unchanged and the linear ones are listed in the ignored layers. Tensors stream one at a
 // time from the memory-mapped input (bounded memory, all cores); the output is written under
-// OUT.partial and renamed to OUT only when complete.
+// OUT.partial.<pid>.<random> and renamed to OUT only when complete, while the run holds OUT's
+// lock; the input's other files and subdirectories are copied with it (README.md: "The
+// command-line tool").
 #pragma once
 
 #include <cstdint>

@@ -47,9 +47,8 @@ void read_quant_config(const Checkpoint& checkpoint, CheckpointLayout& layout) {
       }
     }
   }
-  const std::string modelopt_path = checkpoint.dir() + "/hf_quant_config.json";
-  if (qc == nullptr && std::filesystem::exists(modelopt_path)) {
-    modelopt_file = read_json_file(modelopt_path);
+  if (qc == nullptr) {
+    modelopt_file = checkpoint.read_json("hf_quant_config.json").value_or(nullptr);
     if (modelopt_file.contains("quantization") && modelopt_file["quantization"].is_object()) {
       modelopt_file = modelopt_file["quantization"];
       modelopt_file["quant_method"] = "modelopt";

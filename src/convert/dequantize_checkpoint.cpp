@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 
+#include "convert/auxiliary_files.h"
 #include "convert/checkpoint_layout.h"
 #include "convert/output_directory.h"
 #include "convert/sharded_output.h"
@@ -53,30 +54,40 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
     shard_outputs[checkpoint.shard_of(name)].push_back({name, fp8 ? out_dtype : info.dtype, info.shape});
   }
   convert::OutputDirectory out(output_dir, options.force, input_dir);
-  convert::ShardedOutput shards(out, shard_outputs);
+  std::vector<std::string> written = convert::written_by_conversion(checkpoint);
+  written.push_back("hf_quant_config.json");  // a ModelOpt quantization config: dropped with the scales
+  const convert::AuxiliaryFiles aux = convert::plan_auxiliary_files(input_dir, out.paths(), written);
+  convert::copy_auxiliary_files(input_dir, aux, out);
+  convert::ShardedOutput shards(out, checkpoint, shard_outputs);
 
   ConversionReport report;
   ConversionProgress progress;
   for (const std::string& name : checkpoint.tensor_names()) progress.bytes_total += checkpoint.info(name).data_end - checkpoint.info(name).data_begin;
   for (const std::string& name : checkpoint.tensor_names()) {
     const TensorInfo& info = checkpoint.info(name);
-    checkpoint.prefetch(name);
-    if (!dropped(name)) {
-      const std::string& shard = checkpoint.shard_of(name);
-      const auto w = layout.fp8_weights.find(name);
-      Tensor t;
-      if (w == layout.fp8_weights.end()) {
-        t = checkpoint.tensor(name);
-        report.tensors_copied++;
-      } else {
-        const Tensor scale = convert::scale_as_f32(checkpoint, w->second.scale);
-        const Tensor q = checkpoint.tensor(name);
-        t = ops::dequantize_weight(ForwardContext::from_environment(), q, scale, out_dtype, w->second.block);
-        report.tensors_quantized++;
+    try {
+      checkpoint.prefetch(name);
+      if (!dropped(name)) {
+        const std::string& shard = checkpoint.shard_of(name);
+        const auto w = layout.fp8_weights.find(name);
+        Tensor t;
+        if (w == layout.fp8_weights.end()) {
+          t = checkpoint.tensor(name);
+          report.tensors_copied++;
+        } else {
+          const Tensor scale = convert::scale_as_f32(checkpoint, w->second.scale);
+          const Tensor q = checkpoint.tensor(name);
+          t = ops::dequantize_weight(ForwardContext::from_environment(), q, scale, out_dtype, w->second.block);
+          checkpoint.verify(w->second.scale);
+          report.tensors_quantized++;
+        }
+        shards.write(shard, name, t);
       }
-      shards.write(shard, name, t);
+      checkpoint.release(name);
+    } catch (const Error&) {
+      checkpoint.verify(name);  // a shard that shrank underneath is the cause to report
+      throw;
     }
-    checkpoint.release(name);
     progress.bytes_done += info.data_end - info.data_begin;
     progress.current_tensor = name;
     if (options.progress) options.progress(progress);
@@ -87,9 +98,10 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
   nlohmann::ordered_json config = checkpoint.config();
   config.erase("quantization_config");
   config.erase("compression_config");
-  write_json_file(out.path("config.json"), config);
-  convert::copy_auxiliary_files(input_dir, out, report.notes, {"hf_quant_config.json"});
+  out.write_json("config.json", config);
   out.commit();
+  report.notes.insert(report.notes.end(), out.notes().begin(), out.notes().end());
+  report.notes.insert(report.notes.end(), aux.notes.begin(), aux.notes.end());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cfloat>
 
+#include "convert/auxiliary_files.h"
 #include "convert/module_names.h"
 #include "convert/output_directory.h"
 #include "convert/quantize_plan.h"
@@ -108,7 +109,9 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
   QuantizePlan plan = convert::plan_quantization(checkpoint, options);
 
   convert::OutputDirectory out(output_dir, options.force, input_dir);
-  convert::ShardedOutput shards(out, plan.shard_outputs);
+  const convert::AuxiliaryFiles aux = convert::plan_auxiliary_files(input_dir, out.paths(), convert::written_by_conversion(checkpoint));
+  convert::copy_auxiliary_files(input_dir, aux, out);
+  convert::ShardedOutput shards(out, checkpoint, plan.shard_outputs);
 
   ConversionReport report;
   ConversionProgress progress;
@@ -117,19 +120,24 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
   std::map<std::string, float> group_scales;
   for (const std::string& name : order) {
     const TensorInfo& info = checkpoint.info(name);
-    checkpoint.prefetch(name);
-    const std::string& shard = checkpoint.shard_of(name);
-    const auto planned = plan.weights.find(name);
-    if (planned == plan.weights.end()) {
-      shards.write(shard, name, checkpoint.tensor(name));
-      report.tensors_copied++;
-    } else {
-      const ops::QuantResult r = quantize_one(checkpoint, name, planned->second, options, plan, group_scales);
-      shards.write(shard, name, r.q);
-      shards.write(shard, planned->second.scale_name, r.scale.view(planned->second.scale_shape));
-      report.tensors_quantized++;
+    try {
+      checkpoint.prefetch(name);
+      const std::string& shard = checkpoint.shard_of(name);
+      const auto planned = plan.weights.find(name);
+      if (planned == plan.weights.end()) {
+        shards.write(shard, name, checkpoint.tensor(name));
+        report.tensors_copied++;
+      } else {
+        const ops::QuantResult r = quantize_one(checkpoint, name, planned->second, options, plan, group_scales);
+        shards.write(shard, name, r.q);
+        shards.write(shard, planned->second.scale_name, r.scale.view(planned->second.scale_shape));
+        report.tensors_quantized++;
+      }
+      checkpoint.release(name);
+    } catch (const Error&) {
+      checkpoint.verify(name);  // a shard that shrank underneath is the cause to report
+      throw;
     }
-    checkpoint.release(name);
     progress.bytes_done += info.data_end - info.data_begin;
     progress.current_tensor = name;
     if (options.progress) options.progress(progress);
@@ -138,10 +146,11 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
   shards.finish(checkpoint.sharded());
   report.output_tensor_bytes = shards.bytes_written();
   config["quantization_config"] = plan.quantization_config;
-  write_json_file(out.path("config.json"), config);
-  convert::copy_auxiliary_files(input_dir, out, plan.notes);
+  out.write_json("config.json", config);
   out.commit();
 
+  plan.notes.insert(plan.notes.end(), out.notes().begin(), out.notes().end());
+  plan.notes.insert(plan.notes.end(), aux.notes.begin(), aux.notes.end());
   report.ignored_layers = plan.ignored_layers;
   report.notes = plan.notes;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

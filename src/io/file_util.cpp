@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/check.h"
+#include "io/checkpoint_files.h"
 
 namespace fp8kit::io {
 
@@ -22,26 +23,8 @@ std::string errno_text(int err) {
 
 std::string temp_path_for(const std::string& path) { return fmt::format("{}.tmp.{}", path, ::getpid()); }
 
-std::string read_file_to_string(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot open: {}", path, errno_text(errno));
-  std::string text;
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) text.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      fail(ErrorCode::kIo, "{}: cannot read: {}", path, errno_text(err));
-    }
-    text.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return text;
+std::string read_json_text(const std::string& path) {
+  return open_regular_file(path, kMaxJsonFileBytes, "a JSON file").read_all(kMaxJsonFileBytes);
 }
 
 void pwrite_all(int fd, const void* data, size_t size, uint64_t offset, const std::string& path) {
@@ -60,7 +43,10 @@ void pwrite_all(int fd, const void* data, size_t size, uint64_t offset, const st
 
 void fsync_parent_dir(const std::string& path) {
   const std::string parent = std::filesystem::path(path).parent_path().string();
-  const std::string dir = parent.empty() ? std::string(".") : parent;
+  fsync_dir(parent.empty() ? std::string(".") : parent);
+}
+
+void fsync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot open directory: {}", dir, errno_text(errno));
   const int rc = ::fsync(fd);

@@ -16,7 +16,7 @@ constexpr size_t kMaxJsonFileDepth = 128;
 }  // namespace
 
 nlohmann::ordered_json read_json_file(const std::string& path) {
-  const std::string text = io::read_file_to_string(path);
+  const std::string text = io::read_json_text(path);
   try {
     // Duplicate keys are tolerated (the last wins), as Python's json.load does for config files.
     return io::parse_json_strict<nlohmann::ordered_json>(text, kMaxJsonFileDepth, nullptr);

@@ -31,7 +31,7 @@ bool is_plain_file_name(const std::string& name) {
 }  // namespace
 
 SafetensorsIndex read_safetensors_index(const std::string& path) {
-  const std::string text = io::read_file_to_string(path);
+  const std::string text = io::read_json_text(path);
   // nlohmann::json (std::map) rather than ordered_json: a weight_map can hold ~100k names, and
   // ordered_json inserts in linear time.
   json root;

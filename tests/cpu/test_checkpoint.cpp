@@ -326,7 +326,7 @@ TEST(JsonFile, Errors) {
   EXPECT_EQ(error_message([&] { read_json_file(dir + "/empty.json"); }),
             dir + "/empty.json: invalid JSON at byte 1: parse error at line 1, column 1: syntax error while parsing "
                   "value - unexpected end of input; expected '[', '{', or a literal");
-  EXPECT_EQ(error_message([&] { read_json_file(dir); }), dir + ": cannot read: Is a directory");
+  EXPECT_EQ(error_message([&] { read_json_file(dir); }), dir + ": a directory, not a regular file");
 }
 
 }  // namespace
