@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "expect_error.h"
 #include "fp8kit/model/tokenizer.h"
@@ -111,6 +112,34 @@ TEST(TokenizerErrors, FilesThatAreNotRegularOrTooLarge) {
   std::filesystem::resize_file(path, (128u << 20) + 1);  // sparse: nothing is written
   expect_error([&] { Tokenizer::from_file(path); }, ErrorCode::kIo,
                path + ": 134217729 bytes, more than the 134217728 bytes fp8kit reads from such a file");
+}
+
+// Random byte edits of valid files: loading and encoding either work or throw fp8kit::Error.
+TEST(TokenizerErrors, MutatedFilesFailCleanly) {
+  std::mt19937 rng(7);
+  for (const json& base : {byte_level_json(), sentencepiece_json()}) {
+    const std::string text = base.dump();
+    for (int trial = 0; trial < 150; ++trial) {
+      std::string mutated = text;
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      for (int e = 0; e < edits; ++e) {
+        const size_t at = rng() % mutated.size();
+        const char bytes[] = {'"', '{', '}', '[', ']', ',', ':', '0', '9', ' ', '\\', 'a', '\xff'};
+        if (rng() % 2 == 0) {
+          mutated[at] = bytes[rng() % sizeof(bytes)];
+        } else {
+          mutated.erase(at, 1 + rng() % 8);
+        }
+      }
+      try {
+        const Tokenizer t = Tokenizer::from_json(mutated);
+        const auto ids = t.encode("hello world <|end|> ab \u00e9 12");
+        (void)t.decode(ids);
+      } catch (const Error&) {
+        // a clear error is the expected outcome for most edits
+      }
+    }
+  }
 }
 
 }  // namespace

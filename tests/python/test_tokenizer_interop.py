@@ -1,7 +1,7 @@
 # `fp8kit tokenize` against the Hugging Face `tokenizers` package (the oracle): tokenizers of every
 # family fp8kit serves are trained here (tokenizer_families.py) and each string of the corpus
-# (tokenizer_corpus.py) must give the same ids and token strings; decoding, skipping special
-# tokens and streamed decoding must give the package's text. SmolLM2-135M-Instruct's real
+# (tokenizer_corpus.py, and 300 random strings of its pieces) must give the same ids and token
+# strings; decoding, skipping special tokens and streamed decoding must give the package's text. SmolLM2-135M-Instruct's real
 # tokenizer is compared too when its fixture directory exists (skipped with a message otherwise).
 import json
 import os
@@ -53,14 +53,16 @@ def decode(fp8kit_cli, model_dir, ids, *flags):
 def check_corpus(fp8kit_cli, model_dir, tmp_path):
     oracle = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     tokens = 0
-    # Every string of the corpus, each encoded by itself (--batch: one JSON string per line).
+    # Every string of the corpus and the random ones, each encoded by itself (--batch: one JSON
+    # string per line).
+    texts = tokenizer_corpus.CORPUS + tokenizer_corpus.random_texts()
     lines = tmp_path / "corpus.jsonl"
-    lines.write_text("".join(json.dumps(t) + "\n" for t in tokenizer_corpus.CORPUS), encoding="utf-8")
+    lines.write_text("".join(json.dumps(t) + "\n" for t in texts), encoding="utf-8")
     r = fp8kit_cli("tokenize", model_dir, "--text", lines, "--batch", "--json")
     assert r.returncode == 0, r.stderr
-    results = [json.loads(line) for line in r.stdout.splitlines()]
-    assert len(results) == len(tokenizer_corpus.CORPUS)
-    for text, got in zip(tokenizer_corpus.CORPUS, results):
+    results = [json.loads(line) for line in r.stdout.split("\n")[:-1]]
+    assert len(results) == len(texts)
+    for text, got in zip(texts, results):
         expected = oracle.encode(text)
         assert got["ids"] == expected.ids, repr(text)
         assert got["tokens"] == expected.tokens, repr(text)
@@ -70,7 +72,7 @@ def check_corpus(fp8kit_cli, model_dir, tmp_path):
         expected = oracle.encode(joined, add_special_tokens=add_special)
         assert encode(fp8kit_cli, model_dir, joined, tmp_path, *flags)["ids"] == expected.ids
         tokens += len(expected.ids)
-    print(f"{model_dir.name}: {len(tokenizer_corpus.CORPUS) + 2} texts, {tokens} tokens equal")
+    print(f"{model_dir.name}: {len(texts) + 2} texts, {tokens} tokens equal")
     return oracle
 
 

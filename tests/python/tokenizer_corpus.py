@@ -4,6 +4,7 @@
 # spaces), long digit runs, contractions in every case (and the Unicode case folds of 's' and 'k'),
 # combining marks, NFC/NFD pairs and the added tokens of tokenizer_families.py.
 import builtins
+import random
 import collections
 import json
 import os
@@ -65,6 +66,27 @@ CORPUS = [
     "\x00 nul and \x01 control \x7f del",
     "",
 ]
+
+
+# Pieces that random_texts() strings together: each kind of character the split patterns treat
+# differently, Unicode spaces and line breaks, contractions with Unicode case folds, and the
+# added tokens and vocabulary markers of every family.
+PIECES = (list("abcxyzABCXYZ0123456789 '\"!?.,;:-_()[]{}<>|/\\@#$%^&*+=~`")
+          + [" ", "  ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u3000", "\u2009", "\u180e", "\u200b", "\u2028",
+             "\x0b", "\x0c", "\x85"]
+          + list("\u00e9\u00e8\u00f1\u00fc\u00df\u00f8\u00e5\u00e7\u00c9\u00d1") + ["e\u0301", "\u0301", "\u0308"]
+          + list("\u4e2d\u6587\u65e5\u672c\u8a9e\ud55c\uad6d\uc5b4\u3072\u3089\u30ab\u30bf")
+          + ["\U0001f600", "\U0001f44d\U0001f3fd", "\u200d", "\ufe0f", "\U0001f1fa\U0001f1f8"]
+          + list("\u0660\u0661\u096a\u096b\u2162\u00bd\u00b2")
+          + ["'s", "'S", "'ll", "'LL", "'\u017f", "'\u212a", "'re", "'ve", "'d", "'m", "'t"]
+          + ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<s>", "</s>", "<unk>", "[MASK]", "word", "hello world",
+             "<tool_call>", "<|begin_of_text|>", "<|eot_id|>", "\u2581", "\u0120", "<0x41>"])
+
+
+def random_texts(count=300, seed=1234):
+    """Strings of 0-40 random PIECES (a fixed seed: the same strings every run)."""
+    rng = random.Random(seed)
+    return ["".join(rng.choice(PIECES) for _ in range(rng.randint(0, 40))) for _ in range(count)]
 
 
 def training_text():

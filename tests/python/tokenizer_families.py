@@ -40,7 +40,7 @@ def _spm_decoder():
                               decoders.Strip(" ", 1, 0)])
 
 
-def build(family, training_text):
+def build(family, training_text, vocab_size=None):
     """The tokenizer.json text of `family` trained on `training_text` (a list of strings)."""
     if family == "gpt2":
         tok, trainer = _byte_level(pre_tokenizers.ByteLevel(add_prefix_space=False), None,
@@ -78,6 +78,8 @@ def build(family, training_text):
         tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 1), ("</s>", 2)])
     else:
         raise ValueError(family)
+    if vocab_size is not None:
+        trainer.vocab_size = vocab_size
     tok.train_from_iterator(training_text, trainer=trainer)
     j = json.loads(tok.to_str())
     if family in ("llama2", "mistral", "metaspace_split"):

@@ -3,7 +3,7 @@
 // (merge_all: lowest rank first, then leftmost). Tested in tests/cpu/test_tokenizer_bpe.cpp.
 #include "model/tokenizer/bpe_model.h"
 
-#include <queue>
+#include <algorithm>
 
 #include "core/check.h"
 #include "io/json_util.h"
@@ -44,7 +44,7 @@ struct QueuedMerge {
   int32_t rank;
   int32_t pos;
   int32_t id;
-  bool operator<(const QueuedMerge& o) const {  // std::priority_queue pops the largest
+  bool operator<(const QueuedMerge& o) const {  // the heap's top is the largest: lowest rank, then leftmost
     return rank != o.rank ? rank > o.rank : pos > o.pos;
   }
 };
@@ -140,8 +140,11 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& ids) const 
 }
 
 void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& ids) const {
-  std::vector<Symbol> symbols;
-  symbols.reserve(w.size());
+  // Scratch kept per thread: a word is short, and two allocations per word cost more than its merges.
+  thread_local std::vector<Symbol> symbols;
+  thread_local std::vector<QueuedMerge> heap;
+  symbols.clear();
+  heap.clear();
   auto add = [&](int32_t id, size_t len) {
     const auto n = static_cast<int32_t>(symbols.size());
     symbols.push_back({id, n - 1, n + 1, static_cast<int32_t>(len)});
@@ -193,14 +196,19 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& ids) const {
   if (symbols.empty()) return;
   symbols.back().next = -1;
 
-  std::priority_queue<QueuedMerge> queue;
+  auto push = [&](QueuedMerge m) {
+    heap.push_back(m);
+    std::push_heap(heap.begin(), heap.end());
+  };
   for (size_t i = 0; i + 1 < symbols.size(); ++i) {
     const Merge m = merges_.get(symbols[i].id, symbols[i + 1].id);
-    if (m.rank >= 0) queue.push({m.rank, static_cast<int32_t>(i), m.id});
+    if (m.rank >= 0) heap.push_back({m.rank, static_cast<int32_t>(i), m.id});
   }
-  while (!queue.empty()) {
-    const QueuedMerge top = queue.top();
-    queue.pop();
+  std::make_heap(heap.begin(), heap.end());
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    const QueuedMerge top = heap.back();
+    heap.pop_back();
     Symbol& left = symbols[top.pos];
     if (left.len == 0 || left.next < 0) continue;
     const int32_t right_pos = left.next;
@@ -215,11 +223,11 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& ids) const {
     if (right.next >= 0) symbols[right.next].prev = top.pos;
     if (left.prev >= 0) {
       const Merge m = merges_.get(symbols[left.prev].id, left.id);
-      if (m.rank >= 0) queue.push({m.rank, left.prev, m.id});
+      if (m.rank >= 0) push({m.rank, left.prev, m.id});
     }
     if (left.next >= 0) {
       const Merge m = merges_.get(left.id, symbols[left.next].id);
-      if (m.rank >= 0) queue.push({m.rank, top.pos, m.id});
+      if (m.rank >= 0) push({m.rank, top.pos, m.id});
     }
   }
   for (const Symbol& s : symbols) {

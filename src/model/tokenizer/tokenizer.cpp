@@ -17,7 +17,8 @@ namespace {
 // tokenizer.json files of current models are 2-35 MB; the cap bounds what a hostile file costs.
 constexpr size_t kMaxTokenizerJsonBytes = 128u << 20;
 
-// Words seen before in one encode call keep their ids: natural text repeats most words.
+// Words seen before keep their ids: natural text repeats most words. One cache per thread and
+// tokenizer (tokenizers keeps one per model); `owner` is the tokenizer's load number, never reused.
 class WordCache {
  public:
   // The cached ids of `word` appended to `ids`; false when not cached.
@@ -26,6 +27,12 @@ class WordCache {
     if (it == index_.end()) return false;
     ids.insert(ids.end(), store_.begin() + it->second.first, store_.begin() + it->second.first + it->second.second);
     return true;
+  }
+  void reset_for(uint64_t owner) {
+    if (owner == owner_) return;
+    owner_ = owner;
+    index_.clear();
+    store_.clear();
   }
   void put(std::string_view word, const int32_t* first, size_t n) {
     if (word.size() > kMaxWordBytes) return;
@@ -42,6 +49,7 @@ class WordCache {
   static constexpr size_t kMaxWordBytes = 256;
   std::unordered_map<std::string, std::pair<size_t, size_t>, tok::StringHash, std::equal_to<>> index_;
   std::vector<int32_t> store_;
+  uint64_t owner_ = 0;
 };
 
 void check_utf8(std::string_view text) {
@@ -53,7 +61,8 @@ void check_utf8(std::string_view text) {
 
 void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& ids,
                                   std::vector<std::string>* tokens) const {
-  WordCache cache;
+  thread_local WordCache cache;
+  cache.reset_for(load_number);
   std::vector<tok::Word> words;
   auto push_added = [&](int32_t id, std::string_view matched) {
     ids.push_back(id);

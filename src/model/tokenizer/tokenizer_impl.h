@@ -19,6 +19,7 @@ namespace fp8kit {
 
 struct Tokenizer::Impl {
   std::string name;  // for messages: the tokenizer.json path
+  uint64_t load_number = 0;  // distinct for every tokenizer loaded in the process (word caches)
   std::unique_ptr<tok::Normalizer> normalizer;
   std::unique_ptr<tok::PreTokenizer> pre_tokenizer;
   std::unique_ptr<tok::BpeModel> model;

@@ -3,6 +3,7 @@
 // Reference: tokenizers/src/tokenizer/serialization.rs and added_vocabulary.rs (add_tokens).
 // Tested in tests/cpu/test_tokenizer_errors.cpp and tests/cpu/test_tokenizer_added_tokens.cpp.
 #include <algorithm>
+#include <atomic>
 
 #include "core/check.h"
 #include "io/json_util.h"
@@ -104,8 +105,10 @@ std::shared_ptr<Tokenizer::Impl> load_tokenizer_json(std::string_view text, cons
     FP8KIT_CHECK(!j.contains(key) || j[key].is_null(), ErrorCode::kUnsupported, "{}: {} is not supported (it must be null)",
                  name, key);
   }
+  static std::atomic<uint64_t> loads{0};
   auto impl = std::make_shared<Tokenizer::Impl>();
   impl->name = name;
+  impl->load_number = ++loads;
   const Json& model = field(j, "model", name);
   const std::string model_type = type_of(model, name + ": model");
   if (model_type != "BPE") unsupported_type(name + ": model", "model", model_type);
@@ -123,6 +126,16 @@ std::shared_ptr<Tokenizer::Impl> load_tokenizer_json(std::string_view text, cons
   for (const auto& [token, id] : impl->model->vocab()) size = std::max<int64_t>(size, int64_t{id} + 1);
   for (const AddedToken& t : impl->added_tokens) size = std::max<int64_t>(size, int64_t{t.id} + 1);
   impl->vocab_size = size;
+  if (impl->post_processor) {
+    // The template's ids, as it adds them to an empty sequence, must be tokens: a model would
+    // index its embedding with them.
+    std::vector<int32_t> template_ids;
+    impl->post_processor->process(template_ids, nullptr);
+    for (const int32_t id : template_ids) {
+      FP8KIT_CHECK_ARG(impl->token_of(id) != nullptr, "{}: post_processor: token id {} of its template is not in the vocabulary",
+                       name, id);
+    }
+  }
   impl->special.assign(static_cast<size_t>(size), false);
   for (const AddedToken& t : impl->added_tokens) impl->special[t.id] = t.special;
   return impl;
