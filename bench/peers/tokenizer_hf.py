@@ -6,7 +6,7 @@
 # tokenizer_corpus.py (accents, CJK, emoji, whitespace runs, digits) between them, cut into
 # documents of about 4 KB at line ends.
 #   python bench/peers/tokenizer_hf.py --bench build-cpu/bench/bench_tokenizer [--threads 2] [--mb 10]
-#          [--smollm2 DIR] [--families llama3,qwen2,llama2]
+#          [--smollm2 DIR] [--families llama3,qwen2,llama2] [--join]
 import argparse
 import json
 import os
@@ -47,12 +47,17 @@ def build_corpus(megabytes):
     return docs
 
 
-def hf_worker(model_dir, docs_path, ids_path, repeat):
+def hf_worker(model_dir, docs_path, ids_path, repeat, join):
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(str(pathlib.Path(model_dir) / "tokenizer.json"))
     docs = [json.loads(line) for line in open(docs_path, encoding="utf-8")]
+    if join:
+        docs = ["".join(docs)]
     expected = [line.split() for line in open(ids_path)]
-    got = tok.encode_batch(docs, add_special_tokens=False)
+
+    def encode():
+        return [tok.encode(docs[0], add_special_tokens=False)] if join else tok.encode_batch(docs, add_special_tokens=False)
+    got = encode()
     mismatches = sum(1 for e, g in zip(expected, got) if [int(x) for x in e] != g.ids)
     if mismatches or len(expected) != len(got):
         print(json.dumps({"error": f"{mismatches} of {len(docs)} documents differ"}))
@@ -60,7 +65,7 @@ def hf_worker(model_dir, docs_path, ids_path, repeat):
     seconds = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        tok.encode_batch(docs, add_special_tokens=False)
+        encode()
         seconds.append(time.perf_counter() - t0)
     seconds.sort()
     size = sum(len(d.encode("utf-8")) for d in docs)
@@ -78,10 +83,12 @@ def main():
     ap.add_argument("--smollm2", default=os.path.join(os.environ.get("FP8KIT_CACHE_DIR") or
                                                       os.path.expanduser("~/.cache/fp8kit"), "smollm2-135m-instruct"))
     ap.add_argument("--families", default="llama3,qwen2,llama2")
+    ap.add_argument("--join", action="store_true",
+                    help="encode the documents as one text with one encode() call on each side (one thread)")
     ap.add_argument("--hf-worker", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.hf_worker:
-        hf_worker(args.hf_worker[0], args.hf_worker[1], args.hf_worker[2], int(args.hf_worker[3]))
+        hf_worker(args.hf_worker[0], args.hf_worker[1], args.hf_worker[2], int(args.hf_worker[3]), args.join)
         return
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench_tokenizer."))
     docs = build_corpus(args.mb)
@@ -101,19 +108,21 @@ def main():
         (d / "tokenizer.json").write_text(tokenizer_families.build(family, docs[:400], vocab_size=16000),
                                           encoding="utf-8")
         models.append((f"{family}-style, 16k vocab (trained)", d))
-    print(f"corpus: {len(docs)} documents, {size / 1e6:.2f} MB; threads: {args.threads}")
+    mode = "one text, one encode() call, 1 thread" if args.join else f"encode_batch, {args.threads} threads"
+    print(f"corpus: {len(docs)} documents, {size / 1e6:.2f} MB; {mode}")
     print("| tokenizer | tokens | fp8kit MB/s | tokenizers MB/s | ratio |")
     print("|---|---|---|---|---|")
     for name, model_dir in models:
         ids_path = work / f"{model_dir.name}.ids"
         env = dict(os.environ, FP8KIT_NUM_THREADS=str(args.threads))
         r = subprocess.run([args.bench, str(model_dir), str(docs_path), "--ids", str(ids_path), "--repeat",
-                            str(args.repeat)], capture_output=True, text=True, env=env, check=True)
+                            str(args.repeat)] + (["--join"] if args.join else []), capture_output=True, text=True,
+                           env=env, check=True)
         ours = json.loads(r.stdout)
         env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads), TOKENIZERS_PARALLELISM="true")
         r = subprocess.run([sys.executable, __file__, "--bench", args.bench, "--hf-worker", str(model_dir),
-                            str(docs_path), str(ids_path), str(args.repeat)], capture_output=True, text=True, env=env,
-                           check=True)
+                            str(docs_path), str(ids_path), str(args.repeat)] + (["--join"] if args.join else []),
+                           capture_output=True, text=True, env=env, check=True)
         peer = json.loads(r.stdout)
         if "error" in peer:
             print(f"| {name} | ids differ: {peer['error']} | | | |")

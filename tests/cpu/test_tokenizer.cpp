@@ -149,6 +149,19 @@ TEST(TokenizerApi, BatchEqualsOneByOneAndInvalidUtf8IsRefused) {
   expect_invalid([&] { t.decode(Ids{263}); }, "token id 263 is not in the vocabulary of tokenizer.json (263 ids)");
 }
 
+TEST(TokenizerApi, LongTextsEncodedInParallelGiveTheSameIds) {
+  const Tokenizer t = load(byte_level_json());
+  std::string text;
+  for (int i = 0; text.size() < (5u << 18); ++i) {  // 1.25 MiB: past the parallel threshold
+    text += "hello world " + std::to_string(i) + "  caf\u00e9\n";
+    if (i % 97 == 0) text += "<|end|>";
+  }
+  // encode_with_tokens always runs in one piece, on the calling thread.
+  const Ids ids = t.encode(text);
+  EXPECT_EQ(ids, t.encode_with_tokens(text).ids);
+  EXPECT_EQ(t.decode(ids), text);
+}
+
 TEST(TokenizerApi, DirectoryWithTokenizerConfig) {
   const std::string dir = scratch_dir();
   std::ofstream(dir + "/tokenizer.json") << sentencepiece_json().dump();

@@ -33,6 +33,11 @@ TEST(TokenizerErrors, MissingAndMistypedFields) {
   j["model"]["merges"] = "a b";
   expect_load_error(j, ErrorCode::kInvalidArgument, "tokenizer.json: model: field 'merges' must be an array");
   j = byte_level_json();
+  j["model"].erase("type");  // tokenizers reads an untyped model with merges as BPE
+  EXPECT_EQ(Tokenizer::from_json(j.dump()).encode("hello"), std::vector<int32_t>{259});
+  j["model"].erase("merges");
+  expect_load_error(j, ErrorCode::kInvalidArgument, "tokenizer.json: model: field 'type' is missing");
+  j = byte_level_json();
   j["pre_tokenizer"].erase("type");
   expect_load_error(j, ErrorCode::kInvalidArgument, "tokenizer.json: pre_tokenizer: field 'type' is missing");
   expect_error([] { Tokenizer::from_json("[1, 2]"); }, ErrorCode::kInvalidArgument,

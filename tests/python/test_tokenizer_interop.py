@@ -14,8 +14,10 @@ from tokenizers.decoders import DecodeStream
 import tokenizer_corpus
 import tokenizer_families
 
-FAMILIES = ["gpt2", "llama3", "qwen2", "smollm", "llama2", "mistral", "metaspace_split"]
-LOSSLESS = {"gpt2", "llama3", "smollm"}  # byte-level BPE without a normalizer (qwen2 applies NFC)
+FAMILIES = ["gpt2", "gpt2_prefix_space", "llama3", "qwen2", "smollm", "llama2", "mistral", "metaspace_split",
+            "metaspace_never"]
+# Byte-level BPE without a normalizer (qwen2 applies NFC) and without an added prefix space.
+LOSSLESS = {"gpt2", "llama3", "smollm"}
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +55,9 @@ def decode(fp8kit_cli, model_dir, ids, *flags):
 def check_corpus(fp8kit_cli, model_dir, tmp_path):
     oracle = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     tokens = 0
-    # Every string of the corpus and the random ones, each encoded by itself (--batch: one JSON
-    # string per line).
-    texts = tokenizer_corpus.CORPUS + tokenizer_corpus.random_texts()
+    # Every string of the corpus, the random ones and the long runs, each encoded by itself
+    # (--batch: one JSON string per line).
+    texts = tokenizer_corpus.CORPUS + tokenizer_corpus.random_texts() + tokenizer_corpus.long_runs()
     lines = tmp_path / "corpus.jsonl"
     lines.write_text("".join(json.dumps(t) + "\n" for t in texts), encoding="utf-8")
     r = fp8kit_cli("tokenize", model_dir, "--text", lines, "--batch", "--json")

@@ -89,6 +89,13 @@ def random_texts(count=300, seed=1234):
     return ["".join(rng.choice(PIECES) for _ in range(rng.randint(0, 40))) for _ in range(count)]
 
 
+def long_runs():
+    """Long runs of one kind of character: the split patterns' backtracking (\\s+(?!\\S)) and
+    BPE over long words."""
+    return [" " * 20000 + "x", "a" + "\r\n" * 5000 + " b" + "\t " * 3000 + "z", "7" * 10000, "!?" * 5000,
+            "ab" * 5000, "\u4e00" * 5000, "\U0001f600" * 2000, "\n" * 10000]
+
+
 def training_text():
     """Deterministic training lines: the corpus, stdlib docstrings and character runs."""
     lines = list(CORPUS) * 3

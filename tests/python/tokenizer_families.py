@@ -2,7 +2,8 @@
 # `tokenizers` package on the corpus of tokenizer_corpus.py: byte-level BPE with the split
 # patterns of GPT-2, Llama-3 (ignore_merges), Qwen2 (NFC) and SmolLM (single digits), and
 # SentencePiece-style BPE with byte fallback as Llama-2 (Prepend + Replace normalizer) and
-# Mistral (Metaspace pre-tokenizer) ship it. Used by test_tokenizer_interop.py.
+# Mistral (Metaspace pre-tokenizer) ship it; and variants of two of them (a prefix space, Metaspace
+# without one). Used by test_tokenizer_interop.py and bench/peers/tokenizer_hf.py.
 import json
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -42,6 +43,16 @@ def _spm_decoder():
 
 def build(family, training_text, vocab_size=None):
     """The tokenizer.json text of `family` trained on `training_text` (a list of strings)."""
+    variants = {"gpt2_prefix_space": ("gpt2", lambda j: j["pre_tokenizer"].update(add_prefix_space=True)),
+                "metaspace_never": ("metaspace_split",
+                                    lambda j: (j["pre_tokenizer"].update(prepend_scheme="never"),
+                                               j["decoder"].update(prepend_scheme="never")))}
+    if family in variants:
+        # The same trained model with another option of its pipeline.
+        base, change = variants[family]
+        j = json.loads(build(base, training_text, vocab_size))
+        change(j)
+        return json.dumps(j)
     if family == "gpt2":
         tok, trainer = _byte_level(pre_tokenizers.ByteLevel(add_prefix_space=False), None,
                                    processors.ByteLevel(trim_offsets=False), ["<|endoftext|>"], 1200)

@@ -27,7 +27,9 @@ class Tokenizer {
   static Tokenizer from_json(std::string_view json_text, const std::string& name = "tokenizer.json");
 
   // Token ids of `text` (UTF-8; invalid UTF-8 is an Error naming the byte offset). With
-  // add_special_tokens, the post-processor's template (BOS/EOS) is applied.
+  // add_special_tokens, the post-processor's template (BOS/EOS) is applied. A text of 1 MiB or
+  // more is encoded in parallel between its special tokens (documents joined by EOS, as eval
+  // reads them), which gives the same ids.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   // The ids with their token strings, as tokenizers' Encoding.tokens: the vocabulary's string of
   // each id (byte-level tokens as stored, e.g. "Ġthe"), an added token as it matched the text.

@@ -67,7 +67,8 @@ Regex::Regex(const std::string& pattern, const std::string& where) : pattern_(pa
 Regex::~Regex() = default;
 
 void Regex::find_all(std::string_view subject, const std::function<void(size_t, size_t)>& fn) const {
-  // One match block per thread and pattern size class: pcre2_match_data is not thread-safe.
+  // One match block per thread (pcre2_match_data is not thread-safe); only the whole match is
+  // read, so a pattern with more groups than it holds still reports it (rc 0).
   thread_local MatchData match;
   if (match.data == nullptr) match.data = pcre2_match_data_create(8, nullptr);
   const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());

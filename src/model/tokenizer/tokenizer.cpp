@@ -1,9 +1,10 @@
 // fp8kit::Tokenizer: loading from a checkpoint directory, the encode pipeline (tokenizers' order:
 // raw added tokens, normalizer, normalized added tokens, pre-tokenizer, BPE, post-processor),
-// batches on the thread pool, and decoding. Reference: tokenizers/src/tokenizer/mod.rs
+// batches and long texts on the thread pool, and decoding. Reference: tokenizers/src/tokenizer/mod.rs
 // (encode_single_sequence, decode). Tests: tests/cpu/test_tokenizer_api.cpp, tests/python/.
 #include "fp8kit/model/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/check.h"
@@ -16,6 +17,8 @@ namespace {
 
 // tokenizer.json files of current models are 2-35 MB; the cap bounds what a hostile file costs.
 constexpr size_t kMaxTokenizerJsonBytes = 128u << 20;
+// encode() of a text at least this long runs its pieces between added tokens in parallel.
+constexpr size_t kParallelEncodeBytes = 1u << 20;
 
 // Words seen before keep their ids: natural text repeats most words. One cache per thread and
 // tokenizer (tokenizers keeps one per model); `owner` is the tokenizer's load number, never reused.
@@ -59,8 +62,18 @@ void check_utf8(std::string_view text) {
 
 }  // namespace
 
+std::vector<tok::TextSplit> Tokenizer::Impl::raw_splits(std::string_view text) const {
+  if (raw_matcher) return raw_matcher->split(text);
+  return {{0, text.size(), -1}};
+}
+
 void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& ids,
                                   std::vector<std::string>* tokens) const {
+  encode_splits(text, raw_splits(text), ids, tokens);
+}
+
+void Tokenizer::Impl::encode_splits(std::string_view text, std::span<const tok::TextSplit> raw, std::vector<int32_t>& ids,
+                                    std::vector<std::string>* tokens) const {
   thread_local WordCache cache;
   cache.reset_for(load_number);
   std::vector<tok::Word> words;
@@ -98,11 +111,7 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& i
       tokenize_words();
     }
   };
-  if (!raw_matcher) {
-    if (!text.empty()) encode_piece(text, true);
-    return;
-  }
-  for (const tok::TextSplit& s : raw_matcher->split(text)) {
+  for (const tok::TextSplit& s : raw) {
     if (s.id >= 0) {
       push_added(s.id, text.substr(s.begin, s.end - s.begin));
     } else if (s.end > s.begin) {
@@ -140,7 +149,28 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   check_utf8(text);
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
-  impl_->encode_text(text, ids, nullptr);
+  const std::vector<tok::TextSplit> splits = impl_->raw_splits(text);
+  if (text.size() < kParallelEncodeBytes || splits.size() < 2 || num_threads() < 2) {
+    impl_->encode_splits(text, splits, ids, nullptr);
+  } else {
+    // tokenizers encodes every piece between two (non-normalized) added tokens on its own, so
+    // groups of consecutive pieces encoded apart and joined in order give the very same ids.
+    const size_t groups = std::min<size_t>(splits.size(), static_cast<size_t>(num_threads()) * 4);
+    std::vector<size_t> starts = {0};
+    size_t bytes = 0;
+    for (size_t i = 0; i < splits.size(); ++i) {
+      bytes += splits[i].end - splits[i].begin;
+      if (bytes * groups >= text.size() * starts.size() && i + 1 < splits.size()) starts.push_back(i + 1);
+    }
+    starts.push_back(splits.size());
+    std::vector<std::vector<int32_t>> parts(starts.size() - 1);
+    parallel_for(static_cast<int64_t>(parts.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t g = begin; g < end; ++g) {
+        impl_->encode_splits(text, std::span(splits).subspan(starts[g], starts[g + 1] - starts[g]), parts[g], nullptr);
+      }
+    });
+    for (const auto& part : parts) ids.insert(ids.end(), part.begin(), part.end());
+  }
   if (add_special_tokens && impl_->post_processor) impl_->post_processor->process(ids, nullptr);
   return ids;
 }

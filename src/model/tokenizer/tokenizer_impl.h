@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,6 +41,11 @@ struct Tokenizer::Impl {
   // Appends the ids of `text` (valid UTF-8) without the post-processor, and when `tokens` is
   // given their strings as tokenizers' Encoding.tokens has them (an added token as matched).
   void encode_text(std::string_view text, std::vector<int32_t>& ids, std::vector<std::string>* tokens) const;
+  // The text's pieces between non-normalized added tokens, and those tokens (one split without them).
+  std::vector<tok::TextSplit> raw_splits(std::string_view text) const;
+  // encode_text() of the pieces `raw` of `text` (a run of raw_splits(text)).
+  void encode_splits(std::string_view text, std::span<const tok::TextSplit> raw, std::vector<int32_t>& ids,
+                     std::vector<std::string>* tokens) const;
   // The token string of `id`, or nullptr when neither an added token nor the model has it.
   const std::string* token_of(int32_t id) const;
 };
@@ -53,7 +59,7 @@ std::shared_ptr<Tokenizer::Impl> load_tokenizer_json(std::string_view text, cons
 void load_tokenizer_config(const std::string& path, Tokenizer::Impl& impl);
 
 // Reads a whole regular file of at most `max_bytes`: a FIFO, a device or a directory is an
-// Error (never a hang), and so is a larger file. `what` names the limit in the message.
+// Error (never a hang), and so is a larger file.
 std::string read_regular_file(const std::string& path, size_t max_bytes);
 
 }  // namespace tok

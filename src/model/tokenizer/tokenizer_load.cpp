@@ -110,7 +110,10 @@ std::shared_ptr<Tokenizer::Impl> load_tokenizer_json(std::string_view text, cons
   impl->name = name;
   impl->load_number = ++loads;
   const Json& model = field(j, "model", name);
-  const std::string model_type = type_of(model, name + ": model");
+  // Files without the model's "type" are read by tokenizers as the first model whose fields they
+  // have: "vocab" and "merges" make a BPE.
+  const bool untyped_bpe = model.is_object() && !model.contains("type") && model.contains("merges");
+  const std::string model_type = untyped_bpe ? std::string("BPE") : type_of(model, name + ": model");
   if (model_type != "BPE") unsupported_type(name + ": model", "model", model_type);
   impl->model = std::make_unique<BpeModel>(model, name + ": model");
   const Json null;
