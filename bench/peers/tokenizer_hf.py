@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -129,6 +130,7 @@ def main():
             continue
         print(f"| {name} | {ours['tokens']} | {ours['mb_per_s']:.2f} | {peer['mb_per_s']:.2f} | "
               f"{ours['mb_per_s'] / peer['mb_per_s']:.2f}x |")
+    shutil.rmtree(work)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,10 @@ from tokenizers.decoders import DecodeStream
 import tokenizer_corpus
 import tokenizer_families
 
-FAMILIES = ["gpt2", "gpt2_prefix_space", "llama3", "qwen2", "smollm", "llama2", "mistral", "metaspace_split",
+FAMILIES = ["gpt2", "gpt2_prefix_space", "llama3", "qwen2", "nemo", "smollm", "llama2", "mistral", "metaspace_split",
             "metaspace_never"]
 # Byte-level BPE without a normalizer (qwen2 applies NFC) and without an added prefix space.
-LOSSLESS = {"gpt2", "llama3", "smollm"}
+LOSSLESS = {"gpt2", "llama3", "nemo", "smollm"}
 
 
 @pytest.fixture(scope="module")

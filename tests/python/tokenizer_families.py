@@ -1,9 +1,9 @@
 # Small tokenizer.json files of each family fp8kit's tokenizer serves, trained here with the
 # `tokenizers` package on the corpus of tokenizer_corpus.py: byte-level BPE with the split
-# patterns of GPT-2, Llama-3 (ignore_merges), Qwen2 (NFC) and SmolLM (single digits), and
-# SentencePiece-style BPE with byte fallback as Llama-2 (Prepend + Replace normalizer) and
-# Mistral (Metaspace pre-tokenizer) ship it; and variants of two of them (a prefix space, Metaspace
-# without one). Used by test_tokenizer_interop.py and bench/peers/tokenizer_hf.py.
+# patterns of GPT-2, Llama-3 (ignore_merges), Qwen2 (NFC), Mistral-Nemo and SmolLM (single
+# digits), and SentencePiece-style BPE with byte fallback as Llama-2 (Prepend + Replace
+# normalizer) and Mistral (Metaspace pre-tokenizer) ship it; and variants of two of them (a prefix
+# space, Metaspace without one). Used by test_tokenizer_interop.py and bench/peers/tokenizer_hf.py.
 import json
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -12,6 +12,10 @@ LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{
                   r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Mistral-Nemo's (Tekken) pattern: case classes of letters, marks.
+NEMO_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+                r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}"
+                r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 def _byte_level(pre, normalizer, post, specials, vocab_size, ignore_merges=False):
@@ -70,6 +74,11 @@ def build(family, training_text, vocab_size=None):
                                        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         tok, trainer = _byte_level(pre, normalizers.NFC(), processors.ByteLevel(trim_offsets=False),
                                    ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], 1500)
+    elif family == "nemo":
+        pre = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(NEMO_PATTERN), "isolated"),
+                                       pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        post = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+        tok, trainer = _byte_level(pre, None, post, ["<unk>", "<s>", "</s>"], 1500)
     elif family == "smollm":
         pre = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
                                        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
