@@ -18,5 +18,6 @@ void add_quantize(CLI::App& app, std::function<int()>& run);
 void add_dequantize(CLI::App& app, std::function<int()>& run);
 void add_inspect(CLI::App& app, std::function<int()>& run);
 void add_demo(CLI::App& app, std::function<int()>& run);
+void add_tokenize(CLI::App& app, std::function<int()>& run);
 
 }  // namespace fp8kit::cli

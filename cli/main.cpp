@@ -1,4 +1,4 @@
-// fp8kit command-line tool: quantize, dequantize, inspect, demo. Library errors arrive as
+// fp8kit command-line tool: quantize, dequantize, inspect, demo, tokenize. Library errors arrive as
 // fp8kit::Error and leave as one line on stderr with exit code 1; a bad command line exits 2.
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   fp8kit::cli::add_dequantize(app, run);
   fp8kit::cli::add_inspect(app, run);
   fp8kit::cli::add_demo(app, run);
+  fp8kit::cli::add_tokenize(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
