@@ -7,7 +7,7 @@ fixture, for the BF16 and Q8_0 GGUF files bench/peers/setup_llama_cpp.sh writes:
   every token but a window's first scored, the definition of tests/fixtures/check_with_transformers.py),
   and Q8_0 against BF16: mean KL divergence KL(P_bf16 || P_q8_0) and top-1 agreement over the same tokens;
 - a greedy chat answer from each file. Prints a table and writes JSON (--out).
-Usage: llama_cpp_bench.py [--gguf-dir D] [--runs 3] [--threads 2] [--check-only] [--out FILE]"""
+Usage: llama_cpp_bench.py [--gguf-dir D] [--runs 3] [--threads 2] [--check-only | --speed-only] [--out FILE]"""
 
 import argparse
 import json
@@ -111,6 +111,7 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--check-only", action="store_true", help="only the chat answer of each file")
+    parser.add_argument("--speed-only", action="store_true", help="no perplexity / KL pass")
     parser.add_argument("--out")
     args = parser.parse_args()
     paths = {k: Path(args.gguf_dir) / f"smollm2-135m-instruct-{k}.gguf" for k in KINDS}
@@ -128,18 +129,21 @@ def main():
         result["eval_tokens"] = len(ids)
         result["llama_cpp_tokenizer_same_ids"] = llama_ids == ids
         result["speed"] = {k: speed(p, ids, args.threads, args.runs) for k, p in paths.items()}
-        result["accuracy"] = accuracy(paths, ids, args.threads)
+        if not args.speed_only:
+            result["accuracy"] = accuracy(paths, ids, args.threads)
         result["machine"]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
         print(f"\nllama.cpp {result['machine']['llama_cpp_python']} (llama-cpp-python), n_threads {args.threads}, "
               f"median of {args.runs}, nproc {result['machine']['nproc']}, load {result['machine']['loadavg_1_5_15']}")
+        a = result.get("accuracy")
         print("| type | size MiB | pp512 tok/s | tg128 tok/s | perplexity ctx 512 |\n|---|---:|---:|---:|---:|")
         for k in KINDS:
             s = result["speed"][k]
+            ppl = f"{a['perplexity'][k]:.3f}" if a else "-"
             print(f"| {k.upper()} | {paths[k].stat().st_size / 2**20:.0f} | {s['pp512_tok_s']:.1f} | "
-                  f"{s['tg128_tok_s']:.1f} | {result['accuracy']['perplexity'][k]:.3f} |")
-        a = result["accuracy"]
-        print(f"Q8_0 vs BF16: mean KLD {a['q8_0_vs_bf16_mean_kld']:.5f}, top-1 agreement "
-              f"{100 * a['q8_0_vs_bf16_top1_agreement']:.2f}% over {a['scored_tokens']} tokens")
+                  f"{s['tg128_tok_s']:.1f} | {ppl} |")
+        if a:
+            print(f"Q8_0 vs BF16: mean KLD {a['q8_0_vs_bf16_mean_kld']:.5f}, top-1 agreement "
+                  f"{100 * a['q8_0_vs_bf16_top1_agreement']:.2f}% over {a['scored_tokens']} tokens")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     return 0
