@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "fp8kit/model/model_loader.h"
 
 namespace fp8kit::describe {

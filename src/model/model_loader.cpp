@@ -1,8 +1,7 @@
 // load_model and place_tensor (include/fp8kit/model/model_loader.h): layers created from a
 // ModelDescription with the checkpoint's quantization config, checkpoint tensors placed and
 // loaded one at a time from the mapped shards, then the post-processing of every layer.
-// Tested by tests/cpu/test_model_loader.cpp, test_model_loader_moe.cpp (and
-// tests/gpu/test_model_loader_cuda.cpp).
+// Tested by tests/cpu/test_model_loader*.cpp (and on CUDA by tests/gpu/test_layers_cuda.cpp).
 #include <algorithm>
 #include <set>
 

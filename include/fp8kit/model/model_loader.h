@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // not json.hpp: it costs each file that includes it ~1.7 s to compile
 
 #include "fp8kit/layers/attention.h"
 #include "fp8kit/layers/fused_moe.h"
