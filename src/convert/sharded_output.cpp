@@ -1,5 +1,5 @@
 // ShardedOutput (sharded_output.h).
-// Tested in tests/cpu/test_quantize_checkpoint.cpp and tests/cpu/test_conversion_errors.cpp.
+// Tested in tests/cpu/test_quantize_checkpoint.cpp and tests/cpu/test_cli_output.cpp.
 #include "convert/sharded_output.h"
 
 #include "core/check.h"

@@ -2,7 +2,7 @@
 // it, leftmost first and longest at one position (tokenizers' aho-corasick LeftmostLongest), with
 // the lstrip / rstrip / single_word flags; `normalized` tokens are matched in the normalized text.
 // Reference: tokenizers/src/tokenizer/added_vocabulary.rs (find_matches, extract_and_normalize).
-// Tested in tests/cpu/test_tokenizer_added_tokens.cpp and tests/python/.
+// Tested in tests/cpu/test_tokenizer.cpp and tests/python/.
 #pragma once
 
 #include <cstdint>

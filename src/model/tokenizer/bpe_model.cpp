@@ -1,6 +1,6 @@
 // The BPE model (see bpe_model.h): loading vocab and merges with checks, and the merge loop.
 // Reference: tokenizers/src/models/bpe/model.rs (merge_word, tokenize_with_cache) and word.rs
-// (merge_all: lowest rank first, then leftmost). Tested in tests/cpu/test_tokenizer_bpe.cpp.
+// (merge_all: lowest rank first, then leftmost). Tested in tests/cpu/test_tokenizer.cpp.
 #include "model/tokenizer/bpe_model.h"
 
 #include <algorithm>

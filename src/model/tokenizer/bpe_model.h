@@ -1,7 +1,7 @@
 // The BPE model of tokenizer.json: vocabulary, ranked merges, unk token (fused or not), byte
 // fallback (<0xNN> tokens), continuing-subword prefix, end-of-word suffix and ignore_merges
 // (a word that is itself in the vocabulary is one token). Reference: tokenizers/src/models/bpe/
-// {model,word,serialization}.rs. Tested in tests/cpu/test_tokenizer_bpe.cpp and tests/python/.
+// {model,word,serialization}.rs. Tested in tests/cpu/test_tokenizer.cpp and tests/python/.
 #pragma once
 
 #include <array>

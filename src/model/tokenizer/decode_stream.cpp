@@ -1,7 +1,7 @@
 // fp8kit::DecodeStream: streamed decoding with tokenizers' DecodeStream algorithm (decode a
 // window of recent ids, emit what extends the previous window's text unless it ends in U+FFFD,
 // then slide the window). Reference: tokenizers/src/tokenizer/mod.rs (step_decode_stream).
-// Tested in tests/cpu/test_tokenizer_api.cpp.
+// Tested in tests/cpu/test_tokenizer.cpp.
 #include "core/check.h"
 #include "fp8kit/model/tokenizer.h"
 #include "model/tokenizer/utf8.h"

@@ -1,6 +1,6 @@
 // An open-addressing hash map from a pair of token ids to (merge rank, merged id): the BPE inner
 // loop looks a pair up for every symbol boundary, and std::unordered_map's node chasing
-// dominates it. Tested through tests/cpu/test_tokenizer_bpe.cpp.
+// dominates it. Tested through tests/cpu/test_tokenizer.cpp.
 #pragma once
 
 #include <cstdint>

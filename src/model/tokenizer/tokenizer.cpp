@@ -1,7 +1,7 @@
 // fp8kit::Tokenizer: loading from a checkpoint directory, the encode pipeline (tokenizers' order:
 // raw added tokens, normalizer, normalized added tokens, pre-tokenizer, BPE, post-processor),
 // batches and long texts on the thread pool, and decoding. Reference: tokenizers/src/tokenizer/mod.rs
-// (encode_single_sequence, decode). Tests: tests/cpu/test_tokenizer_api.cpp, tests/python/.
+// (encode_single_sequence, decode). Tests: tests/cpu/test_tokenizer.cpp, tests/python/.
 #include "fp8kit/model/tokenizer.h"
 
 #include <algorithm>

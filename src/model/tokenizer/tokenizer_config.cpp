@@ -1,6 +1,6 @@
 // tokenizer_config.json (transformers' file next to tokenizer.json): bos_token and eos_token
 // (a string or an AddedToken object with "content") and chat_template (a string, or a list of
-// {name, template} where "default" is used). Tested in tests/cpu/test_tokenizer_api.cpp.
+// {name, template} where "default" is used). Tested in tests/cpu/test_tokenizer.cpp.
 #include "core/check.h"
 #include "io/json_util.h"
 #include "model/tokenizer/json_fields.h"

@@ -1,7 +1,7 @@
 // Loading tokenizer.json and tokenizer_config.json into Tokenizer::Impl: size caps, the top-level
 // fields, the added tokens (ids checked the way tokenizers assigns them) and the two matchers.
 // Reference: tokenizers/src/tokenizer/serialization.rs and added_vocabulary.rs (add_tokens).
-// Tested in tests/cpu/test_tokenizer_errors.cpp and tests/cpu/test_tokenizer_added_tokens.cpp.
+// Tested in tests/cpu/test_tokenizer_errors.cpp and tests/cpu/test_tokenizer_components.cpp.
 #include <algorithm>
 #include <atomic>
 

@@ -1,4 +1,4 @@
-// UTF-8 helpers of the tokenizer (see utf8.h). Tested in tests/cpu/test_tokenizer_utf8.cpp.
+// UTF-8 helpers of the tokenizer (see utf8.h). Tested in tests/cpu/test_tokenizer_components.cpp.
 #include "model/tokenizer/utf8.h"
 
 namespace fp8kit::tok {

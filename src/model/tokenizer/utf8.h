@@ -1,7 +1,7 @@
 // UTF-8 helpers of the tokenizer: validation (input text and tokenizer.json strings), one-code-point
 // decoding and encoding, Unicode White_Space (Rust's char::is_whitespace, used by added tokens'
 // lstrip/rstrip and the Strip normalizer) and Rust's String::from_utf8_lossy (the decoders).
-// Tested in tests/cpu/test_tokenizer_utf8.cpp.
+// Tested in tests/cpu/test_tokenizer_components.cpp.
 #pragma once
 
 #include <cstddef>
