@@ -1,19 +1,31 @@
 // fp8kit command-line tool: quantize, dequantize, inspect, demo. Library errors arrive as
-// fp8kit::Error and leave as one line on stderr with exit code 1; a bad command line exits 2.
+// fp8kit::Error and leave as one line on stderr with exit code 1; a bad command line (and a bad
+// FP8KIT_NUM_THREADS or --threads) exits 2.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "commands.h"
+#include "core/names.h"
+#include "core/parallel.h"
 #include "fp8kit/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"fp8kit: FP8 checkpoints and kernels, vLLM-compatible, without Python"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fp8kit 0.1.0");
-  int threads = 0;
+  std::string threads;
   app.add_option("--threads", threads, "CPU threads to use (default: all; also FP8KIT_NUM_THREADS)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            try {
+              fp8kit::parse_thread_count(value, "the thread count");
+              return "";
+            } catch (const fp8kit::Error& e) {
+              return e.what();
+            }
+          },
+          "1.." + std::to_string(fp8kit::max_threads()), "thread count"));
   std::function<int()> run;
   fp8kit::cli::add_quantize(app, run);
   fp8kit::cli::add_dequantize(app, run);
@@ -25,14 +37,20 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : fp8kit::cli::kExitUsage;
   }
-  if (threads > 0) setenv("FP8KIT_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  if (!threads.empty()) setenv("FP8KIT_NUM_THREADS", threads.c_str(), 1);
+  try {
+    fp8kit::num_threads();  // starts the pool: a bad FP8KIT_NUM_THREADS stops here, before any work
+  } catch (const fp8kit::Error& e) {
+    std::fprintf(stderr, "fp8kit: error: %s\n", fp8kit::one_line(e.what()).c_str());
+    return fp8kit::cli::kExitUsage;
+  }
   try {
     return run();
   } catch (const fp8kit::Error& e) {
-    std::fprintf(stderr, "fp8kit: error: %s\n", e.what());
+    std::fprintf(stderr, "fp8kit: error: %s\n", fp8kit::one_line(e.what()).c_str());
     return fp8kit::cli::kExitError;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fp8kit: internal error: %s\n", e.what());
+    std::fprintf(stderr, "fp8kit: internal error: %s\n", fp8kit::one_line(e.what()).c_str());
     return fp8kit::cli::kExitError;
   }
 }

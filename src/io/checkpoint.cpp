@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "core/check.h"
-#include "io/names.h"
+#include "core/names.h"
 
 namespace fp8kit {
 namespace {
@@ -29,13 +29,13 @@ std::vector<std::string> list_safetensors(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
-  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", dir, ec.message());
+  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", shown_path(dir), ec.message());
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) break;
     const fs::path& p = it->path();
     if (p.extension() == ".safetensors" && is_file(p)) names.push_back(p.filename().string());
   }
-  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", dir, ec.message());
+  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", shown_path(dir), ec.message());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -44,7 +44,7 @@ std::vector<std::string> list_safetensors(const std::string& dir) {
 
 Checkpoint Checkpoint::open(const std::string& dir) {
   std::error_code ec;
-  FP8KIT_CHECK(fs::is_directory(dir, ec), ErrorCode::kIo, "{}: not a checkpoint directory: {}", dir,
+  FP8KIT_CHECK(fs::is_directory(dir, ec), ErrorCode::kIo, "{}: not a checkpoint directory: {}", shown_path(dir),
                ec ? ec.message() : std::string("not a directory"));
   Checkpoint ckpt;
   ckpt.dir_ = dir;
@@ -54,7 +54,7 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   if (is_file(config_path)) {
     ckpt.config_ = read_json_file(config_path.string());
     FP8KIT_CHECK(ckpt.config_->is_object(), ErrorCode::kIo, "{}: config.json must hold a JSON object",
-                 config_path.string());
+                 shown_path(config_path.string()));
   }
 
   std::vector<std::string> files;
@@ -67,24 +67,25 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     for (const auto& [tensor, file] : index->weight_map) {
       if (!named.insert(file).second) continue;
       FP8KIT_CHECK(is_file(root / file), ErrorCode::kIo, "{}: shard {} (named for tensor {}) does not exist in {}",
-                   index_path.string(), io::quote_name(file), io::quote_name(tensor), dir);
+                   shown_path(index_path.string()), quote_name(file), quote_name(tensor), shown_path(dir));
     }
-    FP8KIT_CHECK(!named.empty(), ErrorCode::kIo, "{}: the weight_map lists no tensors", index_path.string());
+    FP8KIT_CHECK(!named.empty(), ErrorCode::kIo, "{}: the weight_map lists no tensors",
+                 shown_path(index_path.string()));
     files.assign(named.begin(), named.end());
   } else if (is_file(root / kSingleName)) {
     files.push_back(kSingleName);
   } else {
     files = list_safetensors(dir);
-    FP8KIT_CHECK(!files.empty(), ErrorCode::kIo, "{}: no safetensors files (no {}, no {}, no *.safetensors)", dir,
-                 kIndexName, kSingleName);
+    FP8KIT_CHECK(!files.empty(), ErrorCode::kIo, "{}: no safetensors files (no {}, no {}, no *.safetensors)",
+                 shown_path(dir), kIndexName, kSingleName);
   }
 
   for (const std::string& file : files) {
     auto shard = SafetensorsFile::open((root / file).string());
     for (const TensorInfo& info : shard->tensors()) {
       const auto [it, inserted] = ckpt.where_.emplace(info.name, Location{file, &info});
-      FP8KIT_CHECK(inserted, ErrorCode::kIo, "{}: tensor {} is in two shards: {} and {}", dir, io::quote_name(info.name),
-                   it->second.file, file);
+      FP8KIT_CHECK(inserted, ErrorCode::kIo, "{}: tensor {} is in two shards: {} and {}", shown_path(dir),
+                   quote_name(info.name), quote_name(it->second.file), quote_name(file));
     }
     ckpt.files_.emplace(file, std::move(shard));
   }
@@ -92,15 +93,15 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     for (const auto& [tensor, file] : index->weight_map) {
       const auto it = ckpt.where_.find(tensor);
       FP8KIT_CHECK(it != ckpt.where_.end() && it->second.file == file, ErrorCode::kIo,
-                   "{}: tensor {} is listed in {} but {} has no such tensor", (root / file).string(),
-                   io::quote_name(tensor), kIndexName, file);
+                   "{}: tensor {} is listed in {} but {} has no such tensor", shown_path((root / file).string()),
+                   quote_name(tensor), kIndexName, quote_name(file));
     }
   }
   return ckpt;
 }
 
 const nlohmann::ordered_json& Checkpoint::config() const {
-  FP8KIT_CHECK(config_.has_value(), ErrorCode::kIo, "{}: the checkpoint has no config.json", dir_);
+  FP8KIT_CHECK(config_.has_value(), ErrorCode::kIo, "{}: the checkpoint has no config.json", shown_path(dir_));
   return *config_;
 }
 
@@ -123,7 +124,8 @@ namespace {
 template <typename Map>
 const auto& lookup(const Map& where, const std::string& dir, const std::string& name) {
   const auto it = where.find(name);
-  FP8KIT_CHECK(it != where.end(), ErrorCode::kIo, "{}: the checkpoint has no tensor {}", dir, io::quote_name(name));
+  FP8KIT_CHECK(it != where.end(), ErrorCode::kIo, "{}: the checkpoint has no tensor {}", shown_path(dir),
+               quote_name(name));
   return it->second;
 }
 
@@ -135,7 +137,8 @@ const std::string& Checkpoint::shard_of(const std::string& name) const { return 
 
 const SafetensorsFile& Checkpoint::shard(const std::string& file_name) const {
   const auto it = files_.find(file_name);
-  FP8KIT_CHECK(it != files_.end(), ErrorCode::kIo, "{}: the checkpoint has no shard {}", dir_, io::quote_name(file_name));
+  FP8KIT_CHECK(it != files_.end(), ErrorCode::kIo, "{}: the checkpoint has no shard {}", shown_path(dir_),
+               quote_name(file_name));
   return *it->second;
 }
 

@@ -9,9 +9,9 @@
 #include <cerrno>
 
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/safetensors.h"
 #include "io/file_util.h"
-#include "io/names.h"
 #include "io/safetensors_header.h"
 
 #ifndef MADV_POPULATE_READ
@@ -35,26 +35,26 @@ struct SafetensorsFile::Mapping {
 
 std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot open: {}", path, io::errno_text(errno));
+  FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot open: {}", shown_path(path), io::errno_text(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    fail(ErrorCode::kIo, "{}: cannot stat: {}", path, io::errno_text(err));
+    fail(ErrorCode::kIo, "{}: cannot stat: {}", shown_path(path), io::errno_text(err));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail(ErrorCode::kIo, "{}: not a regular file", path);
+    fail(ErrorCode::kIo, "{}: not a regular file", shown_path(path));
   }
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size == 0) {
     ::close(fd);
-    fail(ErrorCode::kIo, "{}: empty file (0 bytes), not a safetensors file", path);
+    fail(ErrorCode::kIo, "{}: empty file (0 bytes), not a safetensors file", shown_path(path));
   }
   void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_err = errno;
   ::close(fd);  // the mapping keeps its own reference to the file
-  FP8KIT_CHECK(addr != MAP_FAILED, ErrorCode::kIo, "{}: cannot map {} bytes: {}", path, size,
+  FP8KIT_CHECK(addr != MAP_FAILED, ErrorCode::kIo, "{}: cannot map {} bytes: {}", shown_path(path), size,
                io::errno_text(map_err));
   auto mapping = std::make_shared<Mapping>(addr, static_cast<size_t>(size));
 
@@ -62,7 +62,7 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& 
   try {
     header = io::parse_safetensors_header(mapping->bytes(), mapping->length);
   } catch (const Error& e) {
-    throw Error(e.code(), path + ": " + e.what());
+    throw Error(e.code(), shown_path(path) + ": " + e.what());
   }
 
   std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
@@ -87,7 +87,7 @@ namespace {
 
 const TensorInfo& require(const SafetensorsFile& file, std::string_view name) {
   const TensorInfo* info = file.find(name);
-  FP8KIT_CHECK(info != nullptr, ErrorCode::kIo, "{}: no tensor named {}", file.path(), io::quote_name(name));
+  FP8KIT_CHECK(info != nullptr, ErrorCode::kIo, "{}: no tensor named {}", shown_path(file.path()), quote_name(name));
   return *info;
 }
 
@@ -128,7 +128,7 @@ void SafetensorsFile::release(std::string_view name) const {
   if (info.data_end == info.data_begin) return;
   const auto [addr, length] = page_range(info);
   FP8KIT_CHECK(::madvise(addr, length, MADV_DONTNEED) == 0, ErrorCode::kIo, "{}: madvise of tensor {} failed: {}",
-               path_, io::quote_name(name), io::errno_text(errno));
+               shown_path(path_), quote_name(name), io::errno_text(errno));
 }
 
 }  // namespace fp8kit

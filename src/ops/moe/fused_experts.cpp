@@ -7,6 +7,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "core/checked_math.h"
 #include "fp8kit/ops/moe_experts.h"
 #include "ops/moe/fused_experts_cuda.h"
 #include "ops/moe/fused_experts_ref.h"
@@ -20,8 +21,6 @@ namespace {
 
 constexpr std::string_view kOp = "fused_experts";
 constexpr int64_t kDefaultChunkSize = 32768;  // VLLM_FUSED_MOE_CHUNK_SIZE's default (spec 2.6)
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // An unset or empty variable keeps the default, as vLLM's int(os.getenv(..., "32768")).
 int64_t chunk_size_from_env() {
