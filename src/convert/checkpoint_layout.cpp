@@ -100,11 +100,19 @@ void read_quant_config(const Checkpoint& checkpoint, CheckpointLayout& layout) {
   json modelopt_file;
   if (checkpoint.has_config()) {
     for (const char* key : {"quantization_config", "compression_config"}) {
-      if (checkpoint.config().contains(key) && checkpoint.config()[key].is_object()) {
-        qc = &checkpoint.config()[key];
-        layout.config_file = "config.json";
-        break;
+      const auto it = checkpoint.config().find(key);
+      if (it == checkpoint.config().end() || it->is_null()) continue;  // null: absent, as vLLM's getattr
+      layout.config_file = "config.json";
+      if (!it->is_object()) {  // get_quant_config refuses it, so the model loader does
+        layout.format = "unknown";
+        layout.quantization_config = *it;
+        layout.config_problems.push_back(
+            fmt::format("key '{}' must be a JSON object, got {}", key, config_json::kind_name(*it)));
+        layout.problems.push_back(layout.config_file + ": " + layout.config_problems.back());
+        return;
       }
+      qc = &*it;
+      break;
     }
   }
   const std::string modelopt_path = checkpoint.dir() + "/hf_quant_config.json";
@@ -122,6 +130,13 @@ void read_quant_config(const Checkpoint& checkpoint, CheckpointLayout& layout) {
     layout.quantization_config = nullptr;
     return;
   }
+  read_quantization_config(*qc, layout);
+}
+
+}  // namespace
+
+void read_quantization_config(const nlohmann::ordered_json& qc_json, CheckpointLayout& layout) {
+  const json* qc = &qc_json;
   layout.quantization_config = *qc;
   std::string method;
   if (const auto it = qc->find("quant_method"); it == qc->end()) {
@@ -173,9 +188,8 @@ void read_quant_config(const Checkpoint& checkpoint, CheckpointLayout& layout) {
   }
 }
 
-// Scheme of an FP8 weight [n, k] from the shape of its scale.
-std::string scheme_of(const Shape& weight, const Shape& scale, const CheckpointLayout& layout,
-                      std::optional<std::pair<int64_t, int64_t>>& block) {
+std::string scale_scheme(const Shape& weight, const Shape& scale, const CheckpointLayout& layout,
+                         std::optional<std::pair<int64_t, int64_t>>& block) {
   const int64_t numel = shape_numel(scale);
   const int64_t n = weight[0], k = weight[1];
   if (numel == 1) return "per-tensor";
@@ -191,8 +205,6 @@ std::string scheme_of(const Shape& weight, const Shape& scale, const CheckpointL
   }
   return "";
 }
-
-}  // namespace
 
 bool CheckpointLayout::is_ignored(const std::string& module) const {
   for (const std::string& entry : ignored_layers) {
@@ -258,7 +270,7 @@ CheckpointLayout analyze_checkpoint(const Checkpoint& checkpoint) {
     if (has_inv && has_plain) layout.problems.push_back(name + " has both weight_scale and weight_scale_inv");
     if (has_inv || has_plain) {
       w.scale = *module + (has_inv ? ".weight_scale_inv" : ".weight_scale");
-      w.scheme = scheme_of(info.shape, checkpoint.info(w.scale).shape, layout, w.block);
+      w.scheme = scale_scheme(info.shape, checkpoint.info(w.scale).shape, layout, w.block);
       if (w.scheme.empty()) {
         layout.problems.push_back(w.scale + " has shape " + shape_to_string(checkpoint.info(w.scale).shape) +
                                   ", which fits no scheme for weight " + shape_to_string(info.shape) +

@@ -47,6 +47,16 @@ struct CheckpointLayout {
   bool is_ignored(const std::string& module) const;
 };
 
+// The config half of analyze_checkpoint: format, activation scheme, block size, ignored layers
+// (patterns compiled) and config problems of one quantization_config (layout.config_file names
+// its file in the problems). Fuzzed by fuzz/fuzz_quantization_config.cpp.
+void read_quantization_config(const nlohmann::ordered_json& quantization_config, CheckpointLayout& layout);
+
+// The scheme of an FP8 weight [n, k] with a scale of shape `scale` ("per-tensor", "per-channel",
+// "block" with `block` set, or "" when it fits none) under the layout's block size.
+std::string scale_scheme(const Shape& weight, const Shape& scale, const CheckpointLayout& layout,
+                         std::optional<std::pair<int64_t, int64_t>>& block);
+
 // Reads the layout; scale values are checked (finite and positive), which reads the scale tensors.
 // Nothing in the checkpoint makes it throw other than an unreadable file: every fault is a problem.
 CheckpointLayout analyze_checkpoint(const Checkpoint& checkpoint);

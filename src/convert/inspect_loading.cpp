@@ -43,29 +43,26 @@ int64_t layers_present(const Checkpoint& checkpoint) {
   return layers;
 }
 
-// A config.json that declares more decoder layers than the checkpoint holds tensors of is one
-// load_model refuses (their norms are missing), and describing 10^9 declared layers would
-// exhaust memory: checked before describing.
-std::optional<std::string> layer_count_problem(const Checkpoint& checkpoint) {
-  const auto it = checkpoint.config().find("num_hidden_layers");
+}  // namespace
+
+std::optional<std::string> layer_count_problem(const nlohmann::ordered_json& config, int64_t present) {
+  const auto it = config.find("num_hidden_layers");
   // A value of the wrong type is describe_hf_model's to report; nlohmann keeps non-negative
   // integers unsigned.
-  if (it == checkpoint.config().end() || !it->is_number_unsigned()) return std::nullopt;
+  if (it == config.end() || !it->is_number_unsigned()) return std::nullopt;
   const uint64_t declared = it->get<uint64_t>();
-  const int64_t present = layers_present(checkpoint);
   if (declared <= uint64_t(present)) return std::nullopt;
   return fmt::format("config.json: `num_hidden_layers` is {}, but the checkpoint holds tensors of {} layer(s)",
                      declared, present);
 }
-
-}  // namespace
 
 void describe_loading(const Checkpoint& checkpoint, InspectReport& report) {
   if (!checkpoint.has_config()) {
     report.loading_note = "no config.json: the architecture is unknown";
     return;
   }
-  if (const std::optional<std::string> problem = layer_count_problem(checkpoint)) {
+  const std::optional<std::string> problem = layer_count_problem(checkpoint.config(), layers_present(checkpoint));
+  if (problem) {
     report.problems.push_back(*problem);
     report.loading_note = *problem;
     return;

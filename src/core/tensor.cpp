@@ -69,13 +69,14 @@ std::string shape_to_string(const Shape& shape) {
 
 int64_t shape_numel(const Shape& shape) {
   // A zero dimension makes the product 0, but the others must still fit (strides use them).
-  int64_t n = 1, nonzero = 1;
+  int64_t nonzero = 1;
+  bool empty = false;
   for (int64_t d : shape) {
-    n *= d;
+    empty = empty || d == 0;
     FP8KIT_CHECK_ARG(d == 0 || !__builtin_mul_overflow(nonzero, d, &nonzero),
                      "shape {} has more elements than a 64-bit integer holds", shape_to_string(shape));
   }
-  return n;
+  return empty ? 0 : nonzero;
 }
 
 Shape contiguous_strides(const Shape& shape) {
@@ -188,7 +189,10 @@ void Tensor::check_dtype(DType expected) const {
 float Tensor::item_f32() const {
   FP8KIT_CHECK_ARG(defined() && numel() == 1, "item_f32: expected a one-element tensor, got {}", description());
   FP8KIT_CHECK_ARG(device().is_cpu(), "item_f32: tensor is on {}", device().str());
-  return *data<float>();
+  // A tensor mapped from a file may sit at any byte offset: no aligned float load.
+  float value;
+  std::memcpy(&value, data<float>(), sizeof(value));
+  return value;
 }
 
 Tensor Tensor::view(const Shape& shape) const {

@@ -1,6 +1,6 @@
 // model.safetensors.index.json: read (tolerating "metadata": {} and a missing total_size,
 // rejecting shard names that leave the directory) and write (sorted, atomically).
-// Tested in tests/cpu/test_checkpoint.cpp.
+// Tested in tests/cpu/test_checkpoint.cpp; fuzzed by fuzz/fuzz_safetensors_index.cpp.
 #include <string_view>
 
 #include "core/check.h"
@@ -8,6 +8,7 @@
 #include "fp8kit/checkpoint.h"
 #include "io/file_util.h"
 #include "io/json_util.h"
+#include "io/safetensors_index.h"
 
 namespace fp8kit {
 namespace {
@@ -16,13 +17,6 @@ using nlohmann::json;
 
 constexpr size_t kMaxIndexDepth = 16;
 
-// A shard is a plain file name next to the index: a separator, "." or ".." would let a hostile
-// index point anywhere on the file system.
-bool is_plain_file_name(const std::string& name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
-         name.find('\0') == std::string::npos;
-}
-
 [[noreturn]] void on_duplicate_key(const std::vector<std::string>& parents, const std::string& key) {
   if (parents.empty()) fail(ErrorCode::kIo, "duplicate key {}", quote_name(key));
   fail(ErrorCode::kIo, "{}: duplicate key {}", quote_name(parents.front()), quote_name(key));
@@ -30,8 +24,16 @@ bool is_plain_file_name(const std::string& name) {
 
 }  // namespace
 
-SafetensorsIndex read_safetensors_index(const std::string& path) {
-  const std::string text = io::read_file_to_string(path);
+namespace io {
+
+// A shard is a plain file name next to the index: a separator, "." or ".." would let a hostile
+// index point anywhere on the file system.
+bool is_plain_file_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
+SafetensorsIndex parse_safetensors_index(std::string_view text, const std::string& path) {
   // nlohmann::json (std::map) rather than ordered_json: a weight_map can hold ~100k names, and
   // ordered_json inserts in linear time.
   json root;
@@ -69,9 +71,15 @@ SafetensorsIndex read_safetensors_index(const std::string& path) {
   return index;
 }
 
+}  // namespace io
+
+SafetensorsIndex read_safetensors_index(const std::string& path) {
+  return io::parse_safetensors_index(io::read_file_to_string(path), path);
+}
+
 void write_safetensors_index(const std::string& path, const SafetensorsIndex& index) {
   for (const auto& [name, file] : index.weight_map) {
-    FP8KIT_CHECK_ARG(is_plain_file_name(file), "{}: tensor {}: shard {} is not a plain file name", shown_path(path),
+    FP8KIT_CHECK_ARG(io::is_plain_file_name(file), "{}: tensor {}: shard {} is not a plain file name", shown_path(path),
                      quote_name(name), quote_name(file));
   }
   // Keys in sorted order ("metadata" before "weight_map"), as transformers writes them.

@@ -146,8 +146,9 @@ std::vector<std::set<std::string>> complete_shard_sets(const LinearBase& layer) 
 void check_complete(const LinearBase& layer, const std::string& dir) {
   const auto sets = complete_shard_sets(layer);
   for (const auto& [name, param] : layer.parameters()) {
+    const std::set<std::string>& loaded = param.loaded_shards;  // clang 14 cannot capture a structured binding
     const bool complete = std::any_of(sets.begin(), sets.end(), [&](const std::set<std::string>& need) {
-      return std::includes(param.loaded_shards.begin(), param.loaded_shards.end(), need.begin(), need.end());
+      return std::includes(loaded.begin(), loaded.end(), need.begin(), need.end());
     });
     if (complete) continue;
     std::string got;

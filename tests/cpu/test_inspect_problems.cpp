@@ -153,6 +153,16 @@ TEST(InspectProblems, Fp8ConfigErrorsAreProblems) {
   }
 }
 
+TEST(InspectProblems, QuantizationConfigThatIsNoObject) {
+  const std::string root = testing::scratch_dir();
+  const std::string dir = write_fp8(root + "/list", {1, 2}, {1});
+  const InspectReport r = inspect_checkpoint(dir);
+  EXPECT_EQ(r.format, "unknown");
+  EXPECT_TRUE(has_problem(r, "config.json: key 'quantization_config' must be a JSON object, got array"));
+  testing::expect_invalid([&] { dequantize_checkpoint(dir, dir + ".out", {}); },
+                          dir + "/config.json: key 'quantization_config' must be a JSON object, got array");
+}
+
 TEST(InspectProblems, NonStringQuantAlgoNamesTheKey) {
   const std::string root = testing::scratch_dir();
   const std::string dir = write_fp8(root + "/m", {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}}, {1});
