@@ -1,10 +1,14 @@
 // fp8kit command-line tool: quantize, dequantize, inspect, demo, tokenize. Library errors arrive as
-// fp8kit::Error and leave as one line on stderr with exit code 1; a bad command line exits 2.
+// fp8kit::Error and leave as one line on stderr with exit code 1; a bad command line (and a bad
+// FP8KIT_* value or --threads) exits 2.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "commands.h"
+#include "core/names.h"
+#include "core/parallel.h"
 #include "interrupt.h"
 #include "fp8kit/error.h"
 #include "fp8kit/runtime/overrides.h"
@@ -14,9 +18,18 @@ int main(int argc, char** argv) {
   CLI::App app{"fp8kit: FP8 checkpoints and kernels, vLLM-compatible, without Python"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fp8kit 0.1.0");
-  int threads = 0;
+  std::string threads;
   app.add_option("--threads", threads, "CPU threads to use (default: all; also FP8KIT_NUM_THREADS)")
-      ->check(CLI::Range(1, fp8kit::kMaxThreads));
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            try {
+              fp8kit::parse_thread_count(value, "the thread count");
+              return "";
+            } catch (const fp8kit::Error& e) {
+              return e.what();
+            }
+          },
+          "1.." + std::to_string(fp8kit::max_threads()), "thread count"));
   std::function<int()> run;
   fp8kit::cli::add_quantize(app, run);
   fp8kit::cli::add_dequantize(app, run);
@@ -31,21 +44,22 @@ int main(int argc, char** argv) {
   }
   // Every FP8KIT_* knob is parsed once, here; a bad value is a usage error naming the variable.
   try {
-    fp8kit::Overrides overrides = fp8kit::Overrides::from_environment();
-    if (threads > 0) overrides.num_threads = threads;
-    fp8kit::set_process_overrides(overrides);
+    // --threads (validated above) stands in for FP8KIT_NUM_THREADS.
+    fp8kit::set_process_overrides(fp8kit::Overrides::parse([&](const char* name) -> const char* {
+      if (!threads.empty() && std::string_view(name) == "FP8KIT_NUM_THREADS") return threads.c_str();
+      return std::getenv(name);
+    }));
   } catch (const fp8kit::Error& e) {
-    std::fprintf(stderr, "fp8kit: error: %s\n", e.what());
+    std::fprintf(stderr, "fp8kit: error: %s\n", fp8kit::one_line(e.what()).c_str());
     return fp8kit::cli::kExitUsage;
   }
-  if (threads > 0) setenv("FP8KIT_NUM_THREADS", std::to_string(threads).c_str(), 1);  // the thread pool reads it
   try {
     return run();
   } catch (const fp8kit::Error& e) {
-    std::fprintf(stderr, "fp8kit: error: %s\n", e.what());
+    std::fprintf(stderr, "fp8kit: error: %s\n", fp8kit::one_line(e.what()).c_str());
     return fp8kit::cli::kExitError;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fp8kit: internal error: %s\n", e.what());
+    std::fprintf(stderr, "fp8kit: internal error: %s\n", fp8kit::one_line(e.what()).c_str());
     return fp8kit::cli::kExitError;
   }
 }

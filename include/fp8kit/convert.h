@@ -43,7 +43,9 @@ using ProgressCallback = std::function<void(const ConversionProgress&)>;
 
 struct QuantizeOptions {
   QuantScheme scheme = QuantScheme::kBlock;
-  int64_t block_n = 128;  // block scheme only
+  // Block scheme only: from 1 to 1048576 each (2^20: larger tiles than any FP8 kernel takes, and
+  // larger than any weight dimension, where a block that size is one partial block anyway).
+  int64_t block_n = 128;
   int64_t block_k = 128;
   bool ue8m0_scales = false;  // block scheme: power-of-two scales, "scale_fmt": "ue8m0"
   // Modules to keep unquantized: an exact module path ("model.layers.0.mlp.down_proj") or a

@@ -9,6 +9,7 @@
 #include "convert/output_directory.h"
 #include "convert/sharded_output.h"
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/convert.h"
 #include "fp8kit/ops/quant.h"
@@ -33,10 +34,19 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
   const auto start = std::chrono::steady_clock::now();
   const Checkpoint checkpoint = Checkpoint::open(input_dir);
   const convert::CheckpointLayout layout = convert::analyze_checkpoint(checkpoint);
-  FP8KIT_CHECK_ARG(!layout.fp8_weights.empty(), "{} holds no FP8 weights to dequantize", input_dir);
+  // What inspect reports as a problem of the config or of a weight's scale is refused here with
+  // the same text: a loader would refuse the config, and a bad scale dequantizes to NaN, Inf or
+  // flipped weights.
+  FP8KIT_CHECK_ARG(layout.config_problems.empty(), "{}/{}: {}", shown_path(input_dir), layout.config_file,
+                   layout.config_problems.empty() ? "" : layout.config_problems.front());
+  FP8KIT_CHECK_ARG(!layout.fp8_weights.empty(), "{} holds no FP8 weights to dequantize", shown_path(input_dir));
   for (const auto& [name, w] : layout.fp8_weights) {
-    FP8KIT_CHECK_ARG(!w.scale.empty() && !w.scheme.empty(), "{}: cannot dequantize {}: {}", input_dir, name,
-                     w.scale.empty() ? "it has no scale tensor" : "its scale fits no known scheme");
+    FP8KIT_CHECK_ARG(!w.scale.empty() && !w.scheme.empty(), "{}: cannot dequantize {}: {}", shown_path(input_dir),
+                     quote_name(name), w.scale.empty() ? "it has no scale tensor" : "its scale fits no known scheme");
+    const auto bad = layout.scale_value_problems.find(w.scale);
+    FP8KIT_CHECK_ARG(bad == layout.scale_value_problems.end(), "{}: cannot dequantize {}: {}",
+                     shown_path(input_dir), quote_name(name),
+                     bad == layout.scale_value_problems.end() ? "" : bad->second);
   }
   const DType out_dtype = options.out_dtype.value_or(default_out_dtype(checkpoint));
   FP8KIT_CHECK_ARG(out_dtype == DType::kBF16 || out_dtype == DType::kF16 || out_dtype == DType::kF32,

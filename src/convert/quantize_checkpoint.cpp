@@ -12,6 +12,7 @@
 #include "convert/sharded_output.h"
 #include "convert/tensor_scan.h"
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/convert.h"
 #include "fp8kit/ops/quant.h"
@@ -42,8 +43,8 @@ Tensor aligned_tensor(const Checkpoint& checkpoint, const std::string& name) {
 
 float checked_absmax(const Checkpoint& checkpoint, const std::string& name) {
   const convert::ScanResult scan = convert::scan_tensor(aligned_tensor(checkpoint, name));
-  FP8KIT_CHECK_ARG(scan.first_non_finite < 0, "{}: tensor '{}' holds a NaN or infinity at flat index {}",
-                   checkpoint.dir(), name, scan.first_non_finite);
+  FP8KIT_CHECK_ARG(scan.first_non_finite < 0, "{}: tensor {} holds a NaN or infinity at flat index {}",
+                   shown_path(checkpoint.dir()), quote_name(name), scan.first_non_finite);
   return scan.absmax;
 }
 
@@ -104,7 +105,7 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
   nlohmann::ordered_json config = checkpoint.config();
   for (const char* key : {"quantization_config", "compression_config"}) {
     FP8KIT_CHECK_ARG(!config.contains(key), "{}/config.json already has a {}: the input must be unquantized",
-                     input_dir, key);
+                     shown_path(input_dir), key);
   }
   QuantizePlan plan = convert::plan_quantization(checkpoint, options);
 

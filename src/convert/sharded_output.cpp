@@ -3,7 +3,7 @@
 #include "convert/sharded_output.h"
 
 #include "core/check.h"
-#include "io/names.h"
+#include "core/names.h"
 
 namespace fp8kit::convert {
 
@@ -28,7 +28,7 @@ void ShardedOutput::rethrow(const Error& e, const std::string& shard, const std:
   if (message.compare(0, output_file.size() + 2, output_file + ": ") == 0) message.erase(0, output_file.size() + 2);
   const std::string input_file = input_.dir() + "/" + shard;
   if (tensor.empty()) throw Error(e.code(), fmt::format("{}: output {}: {}", input_file, output_file, message));
-  throw Error(e.code(), fmt::format("{}: tensor {}: writing {}: {}", input_file, io::quote_name(tensor), output_file,
+  throw Error(e.code(), fmt::format("{}: tensor {}: writing {}: {}", input_file, quote_name(tensor), output_file,
                                     message));
 }
 

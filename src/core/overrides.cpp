@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/parallel.h"
 
 namespace fp8kit {
 namespace {
@@ -70,7 +71,7 @@ std::optional<Overrides> g_process;
 
 Overrides Overrides::parse(const Lookup& lookup) {
   Overrides o;
-  read_integer(lookup, "FP8KIT_NUM_THREADS", 1, kMaxThreads, o.num_threads);
+  if (auto text = read(lookup, "FP8KIT_NUM_THREADS")) o.num_threads = parse_thread_count(*text, "FP8KIT_NUM_THREADS");
   read_choice<CpuBackend>(lookup, "FP8KIT_CPU_BACKEND",
                           {{"auto", CpuBackend::kAuto}, {"reference", CpuBackend::kReference}, {"fast", CpuBackend::kFast}},
                           o.cpu_backend);

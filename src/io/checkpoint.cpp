@@ -11,8 +11,8 @@
 #include <fmt/ranges.h>
 
 #include "core/check.h"
+#include "core/names.h"
 #include "io/checkpoint_files.h"
-#include "io/names.h"
 
 namespace fp8kit {
 namespace {
@@ -30,7 +30,7 @@ std::vector<std::string> list_safetensors(const io::CheckpointDir& dir) {
   std::vector<std::string> names;
   std::error_code ec;
   fs::directory_iterator it(dir.path(), ec);
-  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", dir.path(), ec.message());
+  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", shown_path(dir.path()), ec.message());
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) break;
     const fs::path& p = it->path();
@@ -39,7 +39,7 @@ std::vector<std::string> list_safetensors(const io::CheckpointDir& dir) {
     const Kind kind = dir.resolve(name).kind;
     if (kind != Kind::kAbsent && kind != Kind::kDirectory) names.push_back(name);
   }
-  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", dir.path(), ec.message());
+  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", shown_path(dir.path()), ec.message());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -54,7 +54,8 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   if (root.resolve("config.json").kind != Kind::kAbsent) {
     const std::string config_path = root.join("config.json");
     ckpt.config_ = read_json_file(config_path);
-    FP8KIT_CHECK(ckpt.config_->is_object(), ErrorCode::kIo, "{}: config.json must hold a JSON object", config_path);
+    FP8KIT_CHECK(ckpt.config_->is_object(), ErrorCode::kIo, "{}: config.json must hold a JSON object",
+                 shown_path(config_path));
   }
 
   std::vector<std::string> files;
@@ -67,25 +68,25 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     for (const auto& [tensor, file] : index->weight_map) {
       if (!named.insert(file).second) continue;
       FP8KIT_CHECK(root.resolve(file).kind != Kind::kAbsent, ErrorCode::kIo,
-                   "{}: shard {} (named for tensor {}) does not exist in {}", index_path, io::quote_name(file),
-                   io::quote_name(tensor), dir);
+                   "{}: shard {} (named for tensor {}) does not exist in {}", shown_path(index_path),
+                   quote_name(file), quote_name(tensor), shown_path(dir));
     }
-    FP8KIT_CHECK(!named.empty(), ErrorCode::kIo, "{}: the weight_map lists no tensors", index_path);
+    FP8KIT_CHECK(!named.empty(), ErrorCode::kIo, "{}: the weight_map lists no tensors", shown_path(index_path));
     files.assign(named.begin(), named.end());
   } else if (root.resolve(kSingleName).kind != Kind::kAbsent) {
     files.push_back(kSingleName);
   } else {
     files = list_safetensors(root);
-    FP8KIT_CHECK(!files.empty(), ErrorCode::kIo, "{}: no safetensors files (no {}, no {}, no *.safetensors)", dir,
-                 kIndexName, kSingleName);
+    FP8KIT_CHECK(!files.empty(), ErrorCode::kIo, "{}: no safetensors files (no {}, no {}, no *.safetensors)",
+                 shown_path(dir), kIndexName, kSingleName);
   }
 
   for (const std::string& file : files) {
     auto shard = SafetensorsFile::open(root.join(file));
     for (const TensorInfo& info : shard->tensors()) {
       const auto [it, inserted] = ckpt.where_.emplace(info.name, Location{file, &info});
-      FP8KIT_CHECK(inserted, ErrorCode::kIo, "{}: tensor {} is in two shards: {} and {}", dir, io::quote_name(info.name),
-                   it->second.file, file);
+      FP8KIT_CHECK(inserted, ErrorCode::kIo, "{}: tensor {} is in two shards: {} and {}", shown_path(dir),
+                   quote_name(info.name), quote_name(it->second.file), quote_name(file));
     }
     ckpt.files_.emplace(file, std::move(shard));
   }
@@ -95,8 +96,8 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     for (const auto& [tensor, file] : index->weight_map) {
       const auto it = ckpt.where_.find(tensor);
       FP8KIT_CHECK(it != ckpt.where_.end() && it->second.file == file, ErrorCode::kIo,
-                   "{}: tensor {} is listed in {} but {} has no such tensor", root.join(file),
-                   io::quote_name(tensor), kIndexName, file);
+                   "{}: tensor {} is listed in {} but {} has no such tensor", shown_path(root.join(file)),
+                   quote_name(tensor), kIndexName, quote_name(file));
     }
   }
   return ckpt;
@@ -108,7 +109,7 @@ std::optional<nlohmann::ordered_json> Checkpoint::read_json(const std::string& f
 }
 
 const nlohmann::ordered_json& Checkpoint::config() const {
-  FP8KIT_CHECK(config_.has_value(), ErrorCode::kIo, "{}: the checkpoint has no config.json", dir_);
+  FP8KIT_CHECK(config_.has_value(), ErrorCode::kIo, "{}: the checkpoint has no config.json", shown_path(dir_));
   return *config_;
 }
 
@@ -131,7 +132,8 @@ namespace {
 template <typename Map>
 const auto& lookup(const Map& where, const std::string& dir, const std::string& name) {
   const auto it = where.find(name);
-  FP8KIT_CHECK(it != where.end(), ErrorCode::kIo, "{}: the checkpoint has no tensor {}", dir, io::quote_name(name));
+  FP8KIT_CHECK(it != where.end(), ErrorCode::kIo, "{}: the checkpoint has no tensor {}", shown_path(dir),
+               quote_name(name));
   return it->second;
 }
 
@@ -143,7 +145,8 @@ const std::string& Checkpoint::shard_of(const std::string& name) const { return 
 
 const SafetensorsFile& Checkpoint::shard(const std::string& file_name) const {
   const auto it = files_.find(file_name);
-  FP8KIT_CHECK(it != files_.end(), ErrorCode::kIo, "{}: the checkpoint has no shard {}", dir_, io::quote_name(file_name));
+  FP8KIT_CHECK(it != files_.end(), ErrorCode::kIo, "{}: the checkpoint has no shard {}", shown_path(dir_),
+               quote_name(file_name));
   return *it->second;
 }
 

@@ -9,11 +9,12 @@
 #include <cerrno>
 
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/safetensors.h"
 #include "io/checkpoint_files.h"
 #include "io/file_util.h"
+#include "core/names.h"
 #include "io/mapping_guard.h"
-#include "io/names.h"
 #include "io/safetensors_header.h"
 
 #ifndef MADV_POPULATE_READ
@@ -45,14 +46,14 @@ struct SafetensorsFile::Mapping {
 std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   io::RegularFile source = io::open_regular_file(path);
   const uint64_t size = source.size();
-  FP8KIT_CHECK(size != 0, ErrorCode::kIo, "{}: empty file (0 bytes), not a safetensors file", path);
+  FP8KIT_CHECK(size != 0, ErrorCode::kIo, "{}: empty file (0 bytes), not a safetensors file", shown_path(path));
   void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, source.fd(), 0);
-  FP8KIT_CHECK(addr != MAP_FAILED, ErrorCode::kIo, "{}: cannot map {} bytes: {}", path, size, io::errno_text(errno));
+  FP8KIT_CHECK(addr != MAP_FAILED, ErrorCode::kIo, "{}: cannot map {} bytes: {}", shown_path(path), size, io::errno_text(errno));
   const int fd = ::dup(source.fd());
   if (fd < 0) {
     const int err = errno;
     ::munmap(addr, size);
-    fail(ErrorCode::kIo, "{}: cannot keep the file open: {}", path, io::errno_text(err));
+    fail(ErrorCode::kIo, "{}: cannot keep the file open: {}", shown_path(path), io::errno_text(err));
   }
   auto mapping = std::make_shared<Mapping>(addr, static_cast<size_t>(size), fd);
 
@@ -60,7 +61,7 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& 
   try {
     header = io::parse_safetensors_header(mapping->bytes(), mapping->length);
   } catch (const Error& e) {
-    throw Error(e.code(), path + ": " + e.what());
+    throw Error(e.code(), shown_path(path) + ": " + e.what());
   }
 
   std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
@@ -85,7 +86,7 @@ namespace {
 
 const TensorInfo& require(const SafetensorsFile& file, std::string_view name) {
   const TensorInfo* info = file.find(name);
-  FP8KIT_CHECK(info != nullptr, ErrorCode::kIo, "{}: no tensor named {}", file.path(), io::quote_name(name));
+  FP8KIT_CHECK(info != nullptr, ErrorCode::kIo, "{}: no tensor named {}", shown_path(file.path()), quote_name(name));
   return *info;
 }
 
@@ -131,7 +132,7 @@ void SafetensorsFile::release(std::string_view name) const {
   if (info.data_end == info.data_begin) return;
   const auto [addr, length] = page_range(info);
   FP8KIT_CHECK(::madvise(addr, length, MADV_DONTNEED) == 0, ErrorCode::kIo, "{}: madvise of tensor {} failed: {}",
-               path_, io::quote_name(name), io::errno_text(errno));
+               shown_path(path_), quote_name(name), io::errno_text(errno));
 }
 
 void SafetensorsFile::verify(std::string_view name) const {
@@ -140,7 +141,7 @@ void SafetensorsFile::verify(std::string_view name) const {
   const uint64_t now = stat_ok ? static_cast<uint64_t>(st.st_size) : 0;
   if (!mapping_->guard->faulted() && stat_ok && now >= file_size_) return;
   fail(ErrorCode::kIo, "{}: the file shrank from {} to {} bytes while tensor {} was read: it must not change while "
-       "fp8kit reads it", path_, file_size_, now, io::quote_name(name));
+       "fp8kit reads it", path_, file_size_, now, quote_name(name));
 }
 
 }  // namespace fp8kit

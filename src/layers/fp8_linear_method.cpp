@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/checked_math.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/layers/linear.h"
 #include "fp8kit/ops/gemm.h"
@@ -17,8 +18,6 @@
 
 namespace fp8kit {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // An f32 tensor of `shape` on `device` with every element `value`.
 Tensor filled_f32(const Shape& shape, float value, Device device) {

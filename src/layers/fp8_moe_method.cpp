@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
+#include "core/checked_math.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/layers/fused_moe.h"
 #include "fp8kit/ops/moe_experts.h"
@@ -14,8 +15,6 @@
 
 namespace fp8kit {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 Tensor ones_f32(const Shape& shape, Device device) {
   Tensor t = Tensor::empty(shape, DType::kF32);

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/model/model_loader.h"
@@ -79,7 +80,8 @@ void check_complete(const FusedMoE& layer, const QuantizationConfig& config, con
       for (const char* shard : {"w1", "w3", "w2"}) {
         if ((std::string(shard) == "w2") == w13) continue;
         FP8KIT_CHECK_ARG(param.loaded_shards.count(FusedMoE::loaded_shard_key(shard, e)) != 0,
-                         "{}: no checkpoint tensor filled {}.{} ({}; shard {} of expert {})", dir, layer.prefix(), name,
+                         "{}: no checkpoint tensor filled {}.{} ({}; shard {} of expert {})", shown_path(dir),
+                         layer.prefix(), name,
                          layer.quant_method()->name(), shard, e);
       }
     }
@@ -144,13 +146,14 @@ std::vector<std::set<std::string>> complete_shard_sets(const LinearBase& layer) 
 void check_complete(const LinearBase& layer, const std::string& dir) {
   const auto sets = complete_shard_sets(layer);
   for (const auto& [name, param] : layer.parameters()) {
+    const std::set<std::string>& loaded = param.loaded_shards;  // clang 14 cannot capture a structured binding
     const bool complete = std::any_of(sets.begin(), sets.end(), [&](const std::set<std::string>& need) {
-      return std::includes(param.loaded_shards.begin(), param.loaded_shards.end(), need.begin(), need.end());
+      return std::includes(loaded.begin(), loaded.end(), need.begin(), need.end());
     });
     if (complete) continue;
     std::string got;
     for (const std::string& s : param.loaded_shards) got += (got.empty() ? "" : ", ") + s;
-    fail(ErrorCode::kInvalidArgument, "{}: no checkpoint tensor filled {}.{} ({}; shards loaded: {})", dir,
+    fail(ErrorCode::kInvalidArgument, "{}: no checkpoint tensor filled {}.{} ({}; shards loaded: {})", shown_path(dir),
          layer.prefix(), name, layer.quant_method() ? layer.quant_method()->name() : "no method",
          got.empty() ? "none" : got);
   }
@@ -228,13 +231,23 @@ std::optional<TensorPlacement> place_tensor(const ModelDescription& d, const Qua
 
 LoadedModel load_model(const std::string& dir, const LoadOptions& options) {
   const Checkpoint checkpoint = Checkpoint::open(dir);
-  return load_model(dir, describe_hf_model(checkpoint.config()), options);
+  ModelDescription description;
+  try {
+    description = describe_hf_model(checkpoint.config());
+  } catch (const Error& e) {
+    throw Error(e.code(), shown_path(dir) + ": " + e.what());  // "<dir>: config.json: `key` must be ..."
+  }
+  return load_model(dir, description, options);
 }
 
 LoadedModel load_model(const std::string& dir, const ModelDescription& description, const LoadOptions& options) {
   const Checkpoint checkpoint = Checkpoint::open(dir);
   LoadedModel model;
-  model.quant_config = get_quant_config(checkpoint.config());
+  try {
+    model.quant_config = get_quant_config(checkpoint.config());
+  } catch (const Error& e) {
+    throw Error(e.code(), shown_path(dir) + "/config.json: " + e.what());
+  }
   // configure_quant_config: the model class's packed modules (used by ignored_layers matching).
   model.quant_config->packed_modules_mapping = description.packed_modules_mapping;
   const int capability = options.device.is_cuda() ? get_device_capability(options.device.index).as_int() : 90;
@@ -265,7 +278,8 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& descripti
 
   for (const std::string& name : checkpoint.tensor_names()) {
     const std::optional<TensorPlacement> place = place_tensor(description, *model.quant_config, name);
-    FP8KIT_CHECK_ARG(place.has_value(), "{}: unexpected tensor '{}' ({}{}): no layer of {} takes it", dir, name,
+    FP8KIT_CHECK_ARG(place.has_value(), "{}: unexpected tensor {} ({}{}): no layer of {} takes it", shown_path(dir),
+                     quote_name(name),
                      dtype_safetensors_name(checkpoint.info(name).dtype), shape_to_string(checkpoint.info(name).shape),
                      description.architecture);
     checkpoint.prefetch(name);
@@ -302,12 +316,12 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& descripti
           break;
       }
     } catch (const Error& e) {
-      throw Error(e.code(), dir + ": tensor '" + name + "': " + e.what());
+      throw Error(e.code(), shown_path(dir) + ": tensor " + quote_name(name) + ": " + e.what());
     }
     checkpoint.release(name);
   }
   for (const std::string& name : description.plain_tensors) {
-    FP8KIT_CHECK_ARG(model.plain.count(name), "{}: the checkpoint has no tensor '{}'", dir, name);
+    FP8KIT_CHECK_ARG(model.plain.count(name), "{}: the checkpoint has no tensor {}", shown_path(dir), quote_name(name));
   }
   for (auto& [prefix, layer] : model.linears) check_complete(*layer, dir);
   for (auto& [prefix, layer] : model.moes) check_complete(*layer, *model.quant_config, dir);

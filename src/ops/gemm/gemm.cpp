@@ -3,6 +3,7 @@
 // tests/cpu/test_gemm.cpp (errors, layouts) and tests/gpu/test_gemm_cuda.cpp.
 #include "fp8kit/ops/gemm.h"
 
+#include "core/checked_math.h"
 #include "ops/gemm/gemm_cuda.h"
 #include "ops/gemm/gemm_ref.h"
 #include "ops/op_checks.h"
@@ -14,8 +15,6 @@ using namespace detail;
 namespace {
 
 constexpr std::string_view kOp = "scaled_mm";
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The [N, K] K-contiguous form of b: b itself, or the [K, N] column-major view transposed back.
 Tensor weight_nk(const Tensor& b, int64_t k) {

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/check.h"
+#include "core/checked_math.h"
 
 namespace fp8kit::ops {
 
@@ -97,8 +98,6 @@ std::string wgmma_rejects(const GemmDesc& d) {
 }
 
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The decode kernel's cost model (plan_decode_gemm), measured on the H200 with its K splits forced
 // (1, 2, 4 and 8 on the 11 shapes of bench_gemm at M = 1 and 16): the weights stream at ~3.9 TB/s

@@ -3,6 +3,7 @@
 // tests/gpu/test_weight_only_cuda.cpp.
 #include <string_view>
 
+#include "core/checked_math.h"
 #include "fp8kit/ops/gemm.h"
 #include "ops/gemm/weight_only_cuda.h"
 #include "ops/gemm/weight_only_ref.h"
@@ -51,9 +52,9 @@ Tensor weight_only_mm(const ForwardContext& ctx, const Tensor& x, const Tensor& 
   if (options.block) {
     const auto [bn, bk] = *options.block;
     FP8KIT_CHECK_ARG(bn > 0 && bk > 0, "{}: block sizes must be positive, got [{}, {}]", kOp, bn, bk);
-    FP8KIT_CHECK_ARG(w_scale.dim() == 2 && w_scale.size(0) == (n + bn - 1) / bn && w_scale.size(1) == (k + bk - 1) / bk,
+    FP8KIT_CHECK_ARG(w_scale.dim() == 2 && w_scale.size(0) == ceil_div(n, bn) && w_scale.size(1) == ceil_div(k, bk),
                      "{}: `w_scale` must be [ceil(N / block_n), ceil(K / block_k)] = [{}, {}], got {}", kOp,
-                     (n + bn - 1) / bn, (k + bk - 1) / bk, w_scale.description());
+                     ceil_div(n, bn), ceil_div(k, bk), w_scale.description());
     args.scale_kind = ScaleKind::kBlock;
     args.s_row_stride = w_scale.stride(0);
     args.s_col_stride = w_scale.stride(1);

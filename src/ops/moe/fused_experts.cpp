@@ -5,6 +5,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "core/checked_math.h"
 #include "fp8kit/ops/moe_experts.h"
 #include "ops/moe/fused_experts_cuda.h"
 #include "ops/moe/fused_experts_ref.h"
@@ -17,7 +18,6 @@ using namespace detail;
 namespace {
 
 constexpr std::string_view kOp = "fused_experts";
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 GatedActivation parse_activation(const std::string& activation) {
   if (activation == "silu") return GatedActivation::kSilu;

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "core/checked_math.h"
 #include "fp8kit/ops/moe_routing.h"
 #include "fp8kit/ops/quant.h"
 #include "fp8kit/platform.h"
@@ -25,8 +26,6 @@
 
 namespace fp8kit::ops {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 const float* f32_ptr(const Tensor& t) { return t.defined() ? static_cast<const float*>(t.data_ptr()) : nullptr; }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/checked_math.h"
 #include "fp8kit/ops/quant.h"
 #include "ops/op_checks.h"
 #include "ops/quant/quant_cuda.h"
@@ -15,8 +16,6 @@ namespace fp8kit::ops {
 using namespace detail;
 
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 QuantResult quantize_weight(const ForwardContext& ctx, std::string_view op, const Tensor& w, const WeightQuantOptions& options,
                             WeightQuantScheme scheme, int64_t block_n, int64_t block_k) {
@@ -52,8 +51,10 @@ QuantResult quantize_weight(const ForwardContext& ctx, std::string_view op, cons
   args.out_dtype = options.out_dtype;
   args.scale = static_cast<float*>(result.scale.data_ptr());
   args.scheme = scheme;
-  args.block_n = block_n;
-  args.block_k = block_k;
+  // A block larger than the weight is legal (one partial block); clamped to the weight, it
+  // quantizes the same and keeps every block product within the tensor's own size.
+  args.block_n = std::min(block_n, std::max<int64_t>(n, 1));
+  args.block_k = std::min(block_k, std::max<int64_t>(k, 1));
   args.fp8_max = fp8_quant_max(options.out_dtype);
   args.ue8m0_scales = options.ue8m0_scales;
   route(op, ctx, w.device(), args, quantize_weight_ref, quantize_weight_cuda);
@@ -114,8 +115,8 @@ Tensor dequantize_weight(const ForwardContext& ctx, const Tensor& q, const Tenso
     const Shape expected{ceil_div(n, bn), ceil_div(k, bk)};
     FP8KIT_CHECK_ARG(ss == expected, "{}: `scale` {} does not match q {} with block [{}, {}]: expected shape {}", kOp,
                      scale.description(), q.description(), bn, bk, shape_to_string(expected));
-    args.block_n = bn;
-    args.block_k = bk;
+    args.block_n = std::min(bn, std::max<int64_t>(n, 1));  // same blocks, see quantize_weight
+    args.block_k = std::min(bk, std::max<int64_t>(k, 1));
     args.scale_stride_n = scale.stride(0);
     args.scale_stride_k = scale.stride(1);
   }
