@@ -95,12 +95,23 @@ TEST(CliRunner, EvalPrintsTheJsonItPromises) {
 
   r = run_cli("eval " + bf16 + " --tokens " + root + "/tokens.txt --ctx 64 --first 0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("windows: 2 of 64 tokens; 126 tokens scored (window positions 1-63)"), std::string::npos)
+  EXPECT_NE(r.output.find("  windows: 2 of 64 tokens; 126 tokens scored (window positions 1-63)"), std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("KL divergence"), std::string::npos) << r.output;  // no base
   r = run_cli("eval " + bf16 + " --tokens " + root + "/tokens.txt --ctx 64 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(nlohmann::json::parse(r.output.substr(r.output.find('{')))["kld_mean"].is_null());
+
+  // Two models against one pass of the base: a JSON line each, the first as when evaluated alone.
+  r = run_cli("eval " + root + "/fp8 " + bf16 + " --base " + bf16 + " --tokens " + root + "/tokens.txt --ctx 64 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string lines = r.output.substr(r.output.find('{'));
+  const auto first = nlohmann::json::parse(lines.substr(0, lines.find('\n')));
+  const auto second = nlohmann::json::parse(lines.substr(lines.find('\n') + 1));
+  EXPECT_EQ(first["model"], root + "/fp8");
+  EXPECT_EQ(first["kld_mean"], j["kld_mean"]);
+  EXPECT_EQ(second["kld_max"], 0.0);  // the base against itself
+  EXPECT_EQ(second["top1_agreement"], 1.0);
 }
 
 TEST(CliRunner, EvalErrorsAreOneLine) {
@@ -117,7 +128,7 @@ TEST(CliRunner, EvalErrorsAreOneLine) {
             std::string::npos)
       << r.output;
   r = run_cli("eval " + model + " --text " + root + "/tokens.txt");
-  EXPECT_EQ(r.output, "fp8kit: error: --text: neither " + model + " has a tokenizer.json (give --tokens)\n");
+  EXPECT_EQ(r.output, "fp8kit: error: --text: no tokenizer.json in " + model + " (give --tokens)\n");
   r = run_cli("eval " + model + " --tokens " + root + "/missing.txt");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("missing.txt"), std::string::npos) << r.output;

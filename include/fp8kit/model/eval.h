@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "fp8kit/model/engine.h"
 
@@ -43,5 +44,9 @@ struct EvalResult {
 // base's logits of the scored rows.
 EvalResult evaluate(const ForwardContext& ctx, Engine& model, Engine* base, std::span<const int32_t> tokens,
                     const EvalOptions& options = {});
+// Several models against one base, which runs once per window (the FP8 schemes of one BF16
+// model): one result per model, in order. The same checks as evaluate for each model.
+std::vector<EvalResult> evaluate_many(const ForwardContext& ctx, const std::vector<Engine*>& models, Engine* base,
+                                      std::span<const int32_t> tokens, const EvalOptions& options = {});
 
 }  // namespace fp8kit

@@ -3,6 +3,7 @@
 // Tested by tests/cpu/test_eval.cpp.
 #include "fp8kit/model/eval.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -46,63 +47,91 @@ WindowLogits run_window(const ForwardContext& ctx, Engine& engine, std::span<con
 
 }  // namespace
 
-EvalResult evaluate(const ForwardContext& ctx, Engine& model, Engine* base, std::span<const int32_t> tokens,
-                    const EvalOptions& o) {
-  const ModelInfo& mi = model.model_info();
-  FP8KIT_CHECK_ARG(o.ctx >= 2 && o.ctx <= mi.max_model_len, "eval: ctx must be in [2, {}] (the model's maximum length), got {}",
-                   mi.max_model_len, o.ctx);
+namespace {
+
+void check_comparable(const Engine& model, const Engine* base) {
+  FP8KIT_CHECK_ARG(!model.has_unfinished_requests() && (base == nullptr || !base->has_unfinished_requests()),
+                   "eval: the engines must have no requests");
+  if (base == nullptr) return;
+  const ModelInfo &mi = model.model_info(), &bi = base->model_info();
+  FP8KIT_CHECK_ARG(bi.architecture == mi.architecture, "eval: {} is {} but the base {} is {}", model.model_dir(),
+                   mi.architecture, base->model_dir(), bi.architecture);
+  FP8KIT_CHECK_ARG(bi.vocab_size == mi.vocab_size, "eval: {} has a vocabulary of {} tokens but the base {} has {}",
+                   model.model_dir(), mi.vocab_size, base->model_dir(), bi.vocab_size);
+}
+
+}  // namespace
+
+std::vector<EvalResult> evaluate_many(const ForwardContext& ctx, const std::vector<Engine*>& models, Engine* base,
+                                      std::span<const int32_t> tokens, const EvalOptions& o) {
+  FP8KIT_CHECK_ARG(!models.empty(), "eval: no model to evaluate");
+  int64_t max_len = base != nullptr ? base->model_info().max_model_len : models[0]->model_info().max_model_len;
+  for (Engine* m : models) {
+    check_comparable(*m, base);
+    max_len = std::min(max_len, m->model_info().max_model_len);
+  }
+  const int64_t vocab = models[0]->model_info().vocab_size;
+  for (Engine* m : models) {
+    FP8KIT_CHECK_ARG(m->model_info().vocab_size == vocab, "eval: {} has a vocabulary of {} tokens but {} has {}",
+                     m->model_dir(), m->model_info().vocab_size, models[0]->model_dir(), vocab);
+  }
+  FP8KIT_CHECK_ARG(o.ctx >= 2 && o.ctx <= max_len, "eval: ctx must be in [2, {}] (the model's maximum length), got {}",
+                   max_len, o.ctx);
   const int64_t first = o.first.value_or(o.ctx / 2);
   FP8KIT_CHECK_ARG(first >= 0 && first <= o.ctx - 2, "eval: the first scored row must be in [0, {}], got {}", o.ctx - 2,
                    first);
   FP8KIT_CHECK_ARG(o.max_windows >= 0, "eval: max_windows must not be negative");
-  FP8KIT_CHECK_ARG(!model.has_unfinished_requests() && (base == nullptr || !base->has_unfinished_requests()),
-                   "eval: the engines must have no requests");
-  if (base != nullptr) {
-    const ModelInfo& bi = base->model_info();
-    FP8KIT_CHECK_ARG(bi.architecture == mi.architecture, "eval: {} is {} but the base {} is {}", model.model_dir(),
-                     mi.architecture, base->model_dir(), bi.architecture);
-    FP8KIT_CHECK_ARG(bi.vocab_size == mi.vocab_size, "eval: {} has a vocabulary of {} tokens but the base {} has {}",
-                     model.model_dir(), mi.vocab_size, base->model_dir(), bi.vocab_size);
-  }
   int64_t windows = int64_t(tokens.size()) / o.ctx;
   FP8KIT_CHECK_ARG(windows > 0, "eval: {} tokens do not fill one window of {}", tokens.size(), o.ctx);
   if (o.max_windows > 0) windows = std::min(windows, o.max_windows);
   for (int32_t t : tokens.subspan(0, size_t(windows * o.ctx))) {
-    FP8KIT_CHECK_ARG(t >= 0 && t < mi.vocab_size, "eval: token id {} is outside the vocabulary [0, {})", t, mi.vocab_size);
+    FP8KIT_CHECK_ARG(t >= 0 && t < vocab, "eval: token id {} is outside the vocabulary [0, {})", t, vocab);
   }
 
-  EvalResult r;
-  eval::Accumulator acc;
+  std::vector<EvalResult> results(models.size());
+  std::vector<eval::Accumulator> acc(models.size());
   std::vector<double> lp_model, lp_base;
   for (int64_t w = 0; w < windows; ++w) {
     const std::span<const int32_t> window = tokens.subspan(size_t(w * o.ctx), size_t(o.ctx));
+    const std::string where = "window " + std::to_string(w) + ", position ";
+    double base_seconds = 0;
     WindowLogits base_logits;
-    if (base != nullptr) base_logits = run_window(ctx, *base, window, first, r.base_seconds);
-    const WindowLogits model_logits = run_window(ctx, model, window, first, r.seconds);
-    for (int64_t j = 0; j + first + 1 < o.ctx; ++j) {
-      const int32_t target = window[size_t(first + j + 1)];
-      const std::string where = "window " + std::to_string(w) + ", position " + std::to_string(first + j);
-      const auto [mt, mrow] = model_logits.row(j);
-      eval::log_softmax_row(*mt, mrow, lp_model, model.model_dir() + ": " + where);
-      double base_nll = -1;
-      if (base != nullptr) {
-        const auto [bt, brow] = base_logits.row(j);
-        eval::log_softmax_row(*bt, brow, lp_base, base->model_dir() + ": " + where);
-        base_nll = -lp_base[size_t(target)];
-        acc.add_distribution(lp_base, lp_model, target);
+    if (base != nullptr) base_logits = run_window(ctx, *base, window, first, base_seconds);
+    for (size_t m = 0; m < models.size(); ++m) {
+      results[m].base_seconds += base_seconds;
+      const WindowLogits model_logits = run_window(ctx, *models[m], window, first, results[m].seconds);
+      for (int64_t j = 0; j + first + 1 < o.ctx; ++j) {
+        const int32_t target = window[size_t(first + j + 1)];
+        const auto [mt, mrow] = model_logits.row(j);
+        eval::log_softmax_row(*mt, mrow, lp_model, models[m]->model_dir() + ": " + where + std::to_string(first + j));
+        double base_nll = -1;
+        if (base != nullptr) {
+          const auto [bt, brow] = base_logits.row(j);
+          eval::log_softmax_row(*bt, brow, lp_base, base->model_dir() + ": " + where + std::to_string(first + j));
+          base_nll = -lp_base[size_t(target)];
+          acc[m].add_distribution(lp_base, lp_model, target);
+        }
+        acc[m].add_nll(-lp_model[size_t(target)], base_nll);
       }
-      acc.add_nll(-lp_model[size_t(target)], base_nll);
     }
     if (o.progress) o.progress(w + 1, windows);
   }
-  r.windows = windows;
-  r.tokens = acc.count();
-  r.ppl = acc.ppl();
-  if (base != nullptr) {
-    r.base_ppl = acc.base_ppl();
-    r.vs_base = acc.distribution();
+  for (size_t m = 0; m < models.size(); ++m) {
+    EvalResult& r = results[m];
+    r.windows = windows;
+    r.tokens = acc[m].count();
+    r.ppl = acc[m].ppl();
+    if (base != nullptr) {
+      r.base_ppl = acc[m].base_ppl();
+      r.vs_base = acc[m].distribution();
+    }
   }
-  return r;
+  return results;
+}
+
+EvalResult evaluate(const ForwardContext& ctx, Engine& model, Engine* base, std::span<const int32_t> tokens,
+                    const EvalOptions& o) {
+  return evaluate_many(ctx, {&model}, base, tokens, o).front();
 }
 
 }  // namespace fp8kit
