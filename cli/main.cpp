@@ -1,6 +1,6 @@
-// fp8kit command-line tool: quantize, dequantize, inspect, demo, tokenize. Library errors arrive as
-// fp8kit::Error and leave as one line on stderr with exit code 1; a bad command line (and a bad
-// FP8KIT_* value or --threads) exits 2.
+// fp8kit command-line tool: quantize, dequantize, inspect, demo, tokenize, generate, eval. Library
+// errors arrive as fp8kit::Error and leave as one line on stderr with exit code 1; a bad command
+// line (and a bad FP8KIT_* value or --threads) exits 2.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   fp8kit::cli::add_inspect(app, run);
   fp8kit::cli::add_demo(app, run);
   fp8kit::cli::add_tokenize(app, run);
+  fp8kit::cli::add_generate(app, run);
+  fp8kit::cli::add_eval(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

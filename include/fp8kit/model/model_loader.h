@@ -103,11 +103,20 @@ struct LoadOptions {
   // The kernel knobs of the post-processing and of the layers it builds (force_weight_only, the
   // q/k/v scale constants); engines and the CLI pass process_overrides().
   Overrides overrides;
+  // false: a 16-bit checkpoint loads unquantized (UnquantizedLinearMethod / UnquantizedFusedMoEMethod,
+  // no KV-cache method), as vLLM without --quantization; an FP8 checkpoint is then an error. true:
+  // get_quant_config's choice (the checkpoint's FP8, or online FP8 of a 16-bit checkpoint).
+  bool quantize = true;
+  // The model dtype (vLLM's --dtype): parameters, activations and plain tensors (embeddings,
+  // norms, routers) in it; default config.json's torch_dtype. The spec's gate refuses f32 with FP8
+  // layers unless allow_f32_quantized (tests check the quantization without 16-bit roundings).
+  std::optional<DType> dtype;
+  bool allow_f32_quantized = false;
 };
 
 class LoadedModel {
  public:
-  std::unique_ptr<QuantizationConfig> quant_config;  // what get_quant_config chose
+  std::unique_ptr<QuantizationConfig> quant_config;  // what get_quant_config chose; null when unquantized
   std::map<std::string, std::unique_ptr<LinearBase>> linears;
   std::map<std::string, std::unique_ptr<Attention>> attentions;
   std::map<std::string, std::unique_ptr<FusedMoE>> moes;
