@@ -12,12 +12,14 @@
 #include "interrupt.h"
 #include "fp8kit/error.h"
 #include "fp8kit/runtime/overrides.h"
+#include "fp8kit/version.h"
+#include "fp8kit/version.h"
 
 int main(int argc, char** argv) {
   fp8kit::cli::handle_interrupts();
   CLI::App app{"fp8kit: FP8 checkpoints and kernels, vLLM-compatible, without Python"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "fp8kit 0.1.0");
+  app.set_version_flag("--version", "fp8kit " FP8KIT_VERSION_STRING);
   std::string threads;
   app.add_option("--threads", threads, "CPU threads to use (default: all; also FP8KIT_NUM_THREADS)")
       ->check(CLI::Validator(

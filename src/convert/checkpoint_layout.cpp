@@ -174,7 +174,7 @@ void read_quantization_config(const nlohmann::ordered_json& qc_json, CheckpointL
     layout.problems.push_back("quantization method " + quote_name(method) + " is not an FP8 format fp8kit reads");
   }
   for (const std::string& p : layout.config_problems) layout.problems.push_back(layout.config_file + ": " + p);
-  // A pattern RE2 cannot match is fp8kit's limit, not the loader's (vLLM's Fp8Config compares
+  // A pattern the DFA matcher cannot run is fp8kit's limit, not the loader's (vLLM's Fp8Config compares
   // ignored_layers as exact strings): a problem of inspect, which no longer knows what the
   // pattern leaves unquantized, but nothing that dequantize needs.
   for (const std::string& entry : layout.ignored_layers) {

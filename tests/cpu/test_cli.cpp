@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/convert.h"
+#include "fp8kit/version.h"
 #include "test_dirs.h"
 
 namespace fp8kit {
@@ -59,7 +60,19 @@ TEST(Cli, BadCommandLinesExitTwo) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("per-row"), std::string::npos) << r.output;
   EXPECT_EQ(run_cli("--help").exit_code, 0);
-  EXPECT_EQ(run_cli("--version").output, "fp8kit 0.1.0\n");
+}
+
+// --version prints the project version of CMakeLists.txt, through the generated version.h; the
+// library reports the same.
+TEST(Cli, VersionFlag) {
+  const std::string expected = std::to_string(FP8KIT_VERSION_MAJOR) + "." + std::to_string(FP8KIT_VERSION_MINOR) + "." +
+                               std::to_string(FP8KIT_VERSION_PATCH);
+  EXPECT_EQ(std::string(FP8KIT_VERSION_STRING), expected);
+  EXPECT_EQ(std::string(fp8kit::version_string()), expected);
+  EXPECT_EQ(FP8KIT_VERSION, FP8KIT_VERSION_MAJOR * 10000 + FP8KIT_VERSION_MINOR * 100 + FP8KIT_VERSION_PATCH);
+  const auto r = run_cli("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, "fp8kit " + expected + "\n");
 }
 
 // Every FP8KIT_* knob is parsed once at start-up; a bad value is a usage error naming it.

@@ -1,6 +1,6 @@
-// io::Regex (src/io/regex.h): Python re.match semantics (anchored at the start only), linear time
-// on patterns that make a backtracking engine exponential, and an error naming the pattern for
-// what RE2 cannot match.
+// io::Regex (src/io/regex.h): Python re.match semantics (anchored at the start only, lookaround
+// included), fast on patterns that make a backtracking engine exponential, and an error naming
+// the pattern for what the DFA matcher cannot run.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -34,17 +34,22 @@ TEST(Regex, LinearTimeOnPatternsThatBacktrack) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
 }
 
-TEST(Regex, WhatRe2CannotMatchIsAnErrorNamingThePattern) {
+TEST(Regex, LookaroundMatchesAsPython) {
+  const io::Regex r("x(?!y)", "test");
+  EXPECT_TRUE(r.matches_at_start("xz"));
+  EXPECT_FALSE(r.matches_at_start("xy"));
+  EXPECT_TRUE(io::Regex("(?=model).*proj", "test").matches_at_start("model.q_proj"));
+}
+
+TEST(Regex, WhatTheDfaMatcherCannotRunIsAnErrorNamingThePattern) {
   testing::expect_invalid([] { io::Regex("(a)\\1", "--ignore pattern"); },
-                          "--ignore pattern '(a)\\x5c1' is not a regular expression fp8kit can match (invalid escape "
-                          "sequence: \\x5c1); fp8kit matches re: patterns with RE2, which has no backreferences or "
-                          "lookaround");
-  testing::expect_invalid([] { io::Regex("x(?!y)", "p"); },
-                          "p 'x(?!y)' is not a regular expression fp8kit can match (invalid perl operator: (?!); "
-                          "fp8kit matches re: patterns with RE2, which has no backreferences or lookaround");
+                          "--ignore pattern '(a)\\x5c1' is not a regular expression fp8kit can match (a backreference); "
+                          "fp8kit matches re: patterns without backtracking, which rules out backreferences and "
+                          "recursion");
   testing::expect_invalid([] { io::Regex("(\n", "p"); },
-                          "p '(\\x0a' is not a regular expression fp8kit can match (missing ): (\\x0a); fp8kit "
-                          "matches re: patterns with RE2, which has no backreferences or lookaround");
+                          "p '(\\x0a' is not a regular expression fp8kit can match (missing closing parenthesis at offset "
+                          "2); fp8kit matches re: patterns without backtracking, which rules out backreferences and "
+                          "recursion");
 }
 
 }  // namespace
