@@ -2,8 +2,8 @@
 // saying so, when it is not cached): greedy generation gives transformers' answer token for token,
 // and `fp8kit eval` of fp8kit's FP8 schemes against the BF16 checkpoint gives the perplexity, KL
 // divergence and top-1 agreement measured when these bounds were set. CI runs a short slice (ctx
-// 128, two windows: about a minute of CPU on the reference ops); the full-text figures come from
-// bench/runner_eval_smollm2.sh (docs/PERFORMANCE.md, "Model runner (CPU)").
+// 128, two windows: about a minute of CPU on the reference ops; docs/PERFORMANCE.md, "Model runner
+// (CPU reference path)", records these figures); bench/runner_eval_smollm2.sh evaluates the whole text.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
