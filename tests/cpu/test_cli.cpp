@@ -231,6 +231,37 @@ TEST(Cli, BadThreadCountsExitTwo) {
   EXPECT_EQ(run_cli("inspect " + root + "/bf16", "FP8KIT_NUM_THREADS=3").exit_code, 0);
 }
 
+// The probe's F4 under a process limit: no thread can be started at all, not even the interrupt
+// thread of main (it aborted every command, --version included, with "terminate called"). A 1 PiB
+// stack limit makes every thread's default stack unmappable, so pthread_create fails with EAGAIN
+// as under `ulimit -u`, which root ignores. The run goes on on the main thread, with warnings.
+TEST(Cli, ThreadsThatCannotStartAreAWarningNotACrash) {
+  const std::string root = testing::scratch_dir();
+  convert::write_synthetic_checkpoint(root + "/bf16", {});
+  const auto starved = [](const std::string& args) {
+    const std::string command = "ulimit -S -s 1099511627776 2>/dev/null || exit 77; exec " +
+                                std::string(FP8KIT_CLI_PATH) + " " + args + " 2>&1";
+    testing::CommandResult r;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return r;
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
+    const int status = pclose(pipe);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  };
+  auto r = starved("--version");
+  if (r.exit_code == 77) GTEST_SKIP() << "the stack limit cannot be raised here";
+  const std::string warning = "fp8kit: warning: cannot start the interrupt thread (";
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind(warning, 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("\nfp8kit " FP8KIT_VERSION_STRING "\n"), std::string::npos) << r.output;
+  r = starved("--threads 4 quantize -q " + root + "/bf16 " + root + "/fp8");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind(warning, 0), 0u) << r.output;
+  EXPECT_EQ(run_cli("inspect " + root + "/fp8").exit_code, 0);
+}
+
 TEST(Cli, BlockSizesNeverCrash) {
   const std::string root = testing::scratch_dir();
   const std::vector<std::string> blocks = {"[0,128]", "[128,0]", "[0,0]", "[-128,128]"};
