@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "fp8kit/checkpoint.h"
+#include "fp8kit/platform.h"
 #include "model/tokenizer/tokenizer_impl.h"
 
 namespace fp8kit::cli {
@@ -26,12 +27,24 @@ void add_run_options(CLI::App* cmd, RunArgs& a) {
   cmd->add_option("--max-tokens-per-step", a.max_tokens_per_step,
                   "tokens one forward takes at most: longer prompts are prefilled in chunks")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--device", a.device, "where the model runs: cpu, or cuda (the first GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
 }
+
+Device run_device(const RunArgs& a) {
+  if (a.device != "cuda") return Device::cpu();
+  FP8KIT_CHECK_ARG(cuda_built(), "--device cuda: this fp8kit was built without CUDA");
+  FP8KIT_CHECK_ARG(cuda_device_count() > 0, "--device cuda: no CUDA device is visible");
+  return Device::cuda(0);
+}
+
+ForwardContext run_context(const RunArgs& a) { return ForwardContext::from_environment(run_device(a)); }
 
 EngineOptions engine_options(const RunArgs& a, const std::string& model_dir, int64_t default_kv_tokens) {
   FP8KIT_CHECK_ARG(a.kv_cache_memory.empty() || a.kv_cache_tokens == 0,
                    "give --kv-cache-memory or --kv-cache-tokens, not both");
   EngineOptions o;
+  o.load.device = run_device(a);
   o.load.overrides = process_overrides();
   const Checkpoint checkpoint = Checkpoint::open(model_dir);
   const auto& config = checkpoint.config();

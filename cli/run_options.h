@@ -21,13 +21,19 @@ struct RunArgs {
   int64_t kv_cache_tokens = 0;
   bool calculate_kv_scales = false;
   int64_t max_tokens_per_step = 512;
+  std::string device = "cpu";  // cpu | cuda (the first GPU: weights, KV pool and forward there)
 };
 
 // Registers --quantization, --dtype, --kv-cache-dtype, --kv-cache-memory, --kv-cache-tokens,
-// --calculate-kv-scales and --max-tokens-per-step on `cmd`.
+// --calculate-kv-scales, --max-tokens-per-step and --device on `cmd`.
 void add_run_options(CLI::App* cmd, RunArgs& args);
 
-// EngineOptions for `model_dir` on the CPU with the process's overrides. When the KV cache size is
+// The device of --device; Error when it is cuda and no CUDA device is there (or the build has none).
+Device run_device(const RunArgs& args);
+// The context the steps run in: run_device's, with the process's overrides.
+ForwardContext run_context(const RunArgs& args);
+
+// EngineOptions for `model_dir` on run_device with the process's overrides. When the KV cache size is
 // not given, it holds `default_kv_tokens` tokens.
 EngineOptions engine_options(const RunArgs& args, const std::string& model_dir, int64_t default_kv_tokens);
 

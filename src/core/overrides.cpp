@@ -98,6 +98,10 @@ Overrides Overrides::parse(const Lookup& lookup) {
   }
   read_flag(lookup, "FP8KIT_MOE_FAST_ACCUM", o.moe_fast_accum);
   read_integer(lookup, "FP8KIT_MOE_K_SPLITS", 1, 64, o.moe_k_splits);
+  read_choice<AttentionKernelOverride>(lookup, "FP8KIT_ATTENTION_KERNEL",
+                                      {{"simt", AttentionKernelOverride::kSimt}, {"mma", AttentionKernelOverride::kMma}},
+                                      o.attention_kernel);
+  read_integer(lookup, "FP8KIT_ATTENTION_SPLITS", 1, 64, o.attention_splits);
   read_integer(lookup, "FP8KIT_Q_SCALE_CONSTANT", 1, 1 << 30, o.q_scale_constant);
   read_integer(lookup, "FP8KIT_K_SCALE_CONSTANT", 1, 1 << 30, o.k_scale_constant);
   read_integer(lookup, "FP8KIT_V_SCALE_CONSTANT", 1, 1 << 30, o.v_scale_constant);

@@ -255,7 +255,22 @@ struct Expected {
   std::vector<double> f32_bound;  // the part of tol before the final rounding
 };
 
-inline Expected dense_reference(const Bench& b) {
+// Widenings of the bound for kernels that compute differently from the reference (the CUDA
+// tensor-core kernel, tests/gpu/test_attention_cuda.cpp):
+//   dot_factor: the dot-product term e_j is multiplied by it (2 covers accumulators that truncate
+//     instead of rounding: each addition's error at most one ulp instead of half);
+//   p_unit_roundoff / p_absolute: P is rounded to a 16-bit type before P V and the row sum adds
+//     the rounded values, so each weight carries a relative error <= p_unit_roundoff (bf16 2^-8,
+//     f16 2^-11), or an absolute one <= p_absolute where it is subnormal (f16: 2^-25, weights
+//     relative to a running maximum of 1): the output moves by at most
+//     sum_j (p_unit_roundoff p_j + p_absolute) |v_jd - o_d|.
+struct BoundOptions {
+  double dot_factor = 1.0;
+  double p_unit_roundoff = 0.0;
+  double p_absolute = 0.0;
+};
+
+inline Expected dense_reference(const Bench& b, const BoundOptions& bound = {}) {
   const auto& p = b.p;
   const int64_t H = p.num_heads, Hkv = p.num_kv_heads, D = p.head_size, G = H / Hkv;
   const double u = std::ldexp(1.0, -24);
@@ -287,7 +302,7 @@ inline Expected dense_reference(const Bench& b) {
           double sj = scale * dot;
           if (c > 0) sj = c * std::tanh(sj / c);
           s[size_t(j)] = sj;
-          e_s[size_t(j)] = double(D + 4) * u * scale * dot_abs + 4 * u * std::fabs(sj);
+          e_s[size_t(j)] = bound.dot_factor * double(D + 4) * u * scale * dot_abs + 4 * u * std::fabs(sj);
           mx = std::max(mx, sj);
         }
         std::vector<double> w(size_t(L), 0.0);
@@ -304,14 +319,20 @@ inline Expected dense_reference(const Bench& b) {
           for (int64_t j = 0; j < L; ++j) {
             if (w[size_t(j)] != 0) o += w[size_t(j)] / sum * b.value_dense[r][size_t((j * Hkv + kvh) * D + d)];
           }
-          double through_logits = 0, weighted_abs = 0;
+          double through_logits = 0, weighted_abs = 0, p_rounding = 0;
           for (int64_t j = 0; j < L; ++j) {
-            if (w[size_t(j)] == 0) continue;
+            if (!mask[size_t(i)][size_t(j)]) continue;
             const double pj = w[size_t(j)] / sum, vj = b.value_dense[r][size_t((j * Hkv + kvh) * D + d)];
-            through_logits += pj * e_s[size_t(j)] * std::fabs(vj - o);
-            weighted_abs += pj * std::fabs(vj);
+            if (w[size_t(j)] != 0) {
+              through_logits += pj * e_s[size_t(j)] * std::fabs(vj - o);
+              weighted_abs += pj * std::fabs(vj);
+            }
+            if (std::isfinite(vj) && std::isfinite(o)) {
+              p_rounding += (bound.p_unit_roundoff * pj + bound.p_absolute) * std::fabs(vj - o);
+            }
           }
-          const double f32_bound = 2 * through_logits + double(4 * visible + 16) * u * (weighted_abs + std::fabs(o));
+          const double f32_bound =
+              2 * through_logits + double(4 * visible + 16) * u * (weighted_abs + std::fabs(o)) + p_rounding;
           const size_t at = size_t((t * H + h) * D + d);
           e.out[at] = o;
           e.f32_bound[at] = f32_bound;
@@ -335,6 +356,30 @@ struct Calibration {
   }
 };
 
+// Checks outputs `got` ([T, H, D] as floats) of a call on bench `b` against the expected values.
+inline Calibration check_outputs(const Bench& b, const std::vector<float>& got, const Expected& e) {
+  Calibration cal;
+  int64_t failures = 0;
+  EXPECT_EQ(got.size(), e.out.size());
+  for (size_t i = 0; i < got.size() && i < e.out.size(); ++i) {
+    const double err = std::fabs(double(got[i]) - e.out[i]);
+    // A NaN or inf the reference expects must come out as such; otherwise the bound (which a NaN
+    // fails).
+    const bool ok = std::isfinite(e.out[i]) ? err <= e.tol[i]
+                                            : (std::isnan(e.out[i]) ? std::isnan(got[i]) : double(got[i]) == e.out[i]);
+    if (!ok && failures++ < 5) {
+      ADD_FAILURE() << "out[" << i << "] (token " << int64_t(i) / (b.p.num_heads * b.p.head_size) << ", head "
+                    << int64_t(i) / b.p.head_size % b.p.num_heads << ", d " << int64_t(i) % b.p.head_size
+                    << ") = " << got[i] << ", expected " << e.out[i] << " +- " << e.tol[i];
+    }
+    if (!std::isfinite(e.out[i])) continue;
+    if (e.tol[i] > 0) cal.worst = std::max(cal.worst, err / e.tol[i]);
+    if (b.p.dtype == DType::kF32 && e.f32_bound[i] > 0) cal.worst_f32 = std::max(cal.worst_f32, err / e.f32_bound[i]);
+  }
+  EXPECT_EQ(failures, 0);
+  return cal;
+}
+
 inline Calibration run_and_check(Bench& b, const ForwardContext& ctx) {
   SCOPED_TRACE(b.p.describe());
   const Tensor out = ops::paged_attention(ctx, b.q, b.k, b.v, b.cache, b.md, b.p.options);
@@ -345,26 +390,7 @@ inline Calibration run_and_check(Bench& b, const ForwardContext& ctx) {
   EXPECT_EQ(
       std::memcmp(b.cache.value_cache.data_ptr(), b.expected_value_cache.data_ptr(), b.cache.value_cache.nbytes()), 0)
       << "value cache bytes";
-  const Expected e = dense_reference(b);
-  const std::vector<float> got = ops_test::to_floats(out);
-  Calibration cal;
-  int64_t failures = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(double(got[i]) - e.out[i]);
-    // A NaN or inf the reference expects must come out as such; otherwise the bound (which a NaN
-    // fails).
-    const bool ok = std::isfinite(e.out[i]) ? err <= e.tol[i]
-                                            : (std::isnan(e.out[i]) ? std::isnan(got[i]) : double(got[i]) == e.out[i]);
-    if (!ok && failures++ < 5) {
-      ADD_FAILURE() << "out[" << i << "] (token " << int64_t(i) / (b.p.num_heads * b.p.head_size) << ") = " << got[i]
-                    << ", expected " << e.out[i] << " +- " << e.tol[i];
-    }
-    if (!std::isfinite(e.out[i])) continue;
-    if (e.tol[i] > 0) cal.worst = std::max(cal.worst, err / e.tol[i]);
-    if (b.p.dtype == DType::kF32 && e.f32_bound[i] > 0) cal.worst_f32 = std::max(cal.worst_f32, err / e.f32_bound[i]);
-  }
-  EXPECT_EQ(failures, 0);
-  return cal;
+  return check_outputs(b, ops_test::to_floats(out), dense_reference(b));
 }
 
 }  // namespace fp8kit::attention_test

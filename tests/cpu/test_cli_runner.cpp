@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fp8kit/platform.h"
 #include "runner_test_util.h"
 #include "test_dirs.h"
 
@@ -91,6 +92,14 @@ TEST(CliRunner, GenerateErrorsAreOneLine) {
   EXPECT_EQ(r.exit_code, 2);
   r = run_cli("generate " + model);
   EXPECT_EQ(r.output, "fp8kit: error: give one of --prompt and --prompt-ids\n");
+  r = run_cli("generate " + model + " --prompt-ids \"1 2\" --device tpu");
+  EXPECT_EQ(r.exit_code, 2);
+  if (cuda_device_count() == 0) {  // the CUDA runs are tests/gpu/test_engine_cuda.cpp's
+    r = run_cli("generate " + model + " --prompt-ids \"1 2\" --device cuda");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.output, cuda_built() ? "fp8kit: error: --device cuda: no CUDA device is visible\n"
+                                     : "fp8kit: error: --device cuda: this fp8kit was built without CUDA\n");
+  }
 }
 
 TEST(CliRunner, EvalPrintsTheJsonItPromises) {

@@ -61,6 +61,8 @@ TEST(Overrides, EveryKnobParses) {
                              {"FP8KIT_MOE_BLOCK_M", "64"},
                              {"FP8KIT_MOE_FAST_ACCUM", "1"},
                              {"FP8KIT_MOE_K_SPLITS", "1"},
+                             {"FP8KIT_ATTENTION_KERNEL", "mma"},
+                             {"FP8KIT_ATTENTION_SPLITS", "7"},
                              {"FP8KIT_Q_SCALE_CONSTANT", "1"},
                              {"FP8KIT_K_SCALE_CONSTANT", "300"},
                              {"FP8KIT_V_SCALE_CONSTANT", "50"}});
@@ -77,6 +79,8 @@ TEST(Overrides, EveryKnobParses) {
   EXPECT_EQ(o.moe_block_m, 64);
   EXPECT_TRUE(o.moe_fast_accum);
   EXPECT_EQ(o.moe_k_splits, 1);
+  EXPECT_EQ(o.attention_kernel, AttentionKernelOverride::kMma);
+  EXPECT_EQ(o.attention_splits, 7);
   EXPECT_EQ(o.q_scale_constant, 1);
   EXPECT_EQ(o.k_scale_constant, 300);
   EXPECT_EQ(o.v_scale_constant, 50);
@@ -99,11 +103,15 @@ TEST(Overrides, BadValuesNameTheVariableAndWhatItAccepts) {
                  "FP8KIT_FUSED_MOE_CHUNK_SIZE='-5': expected an integer from 1 to 1099511627776");
   expect_invalid([] { parse({{"FP8KIT_CPU_BACKEND", "avx"}}); },
                  "FP8KIT_CPU_BACKEND='avx': expected one of auto, reference, fast");
+  expect_invalid([] { parse({{"FP8KIT_ATTENTION_KERNEL", "flash"}}); },
+                 "FP8KIT_ATTENTION_KERNEL='flash': expected one of simt, mma");
+  expect_invalid([] { parse({{"FP8KIT_ATTENTION_SPLITS", "0"}}); },
+                 "FP8KIT_ATTENTION_SPLITS='0': expected an integer from 1 to 64");
 }
 
 TEST(Overrides, VariableNamesListEveryKnob) {
   const auto& names = override_variable_names();
-  EXPECT_EQ(names.size(), 16u);
+  EXPECT_EQ(names.size(), 18u);
   EXPECT_EQ(names.front(), "FP8KIT_NUM_THREADS");
   EXPECT_NE(std::find(names.begin(), names.end(), "FP8KIT_MOE_K_SPLITS"), names.end());
 }

@@ -63,7 +63,7 @@ struct RequestOutput {
   int64_t num_prompt_tokens_done = 0;  // prompt tokens in the cache after this step
   std::vector<int32_t> new_token_ids;  // the token sampled this step (none while the prompt is prefilled)
   std::vector<float> logprobs;         // the raw log-probability of each new token
-  // return_logits: [n, vocab] in the model dtype, one row per position computed this step from
+  // return_logits: [n, vocab] in the model dtype on the host, one row per position computed this step from
   // return_logits_from on, in order (position p's row predicts token p + 1), starting at position
   // first_logits_position; undefined otherwise.
   Tensor logits;
@@ -108,6 +108,8 @@ class Engine {
 
   // One batched forward over the scheduled sequences, then one sampled token for each whose
   // prompt is complete. Deterministic: a request's tokens depend on its seed, not on the batch.
+  // `ctx` is on the load device (options.load.device); on CUDA the forward runs on its stream and
+  // the step waits once, for the logit rows it samples from (sampling runs on the host).
   StepOutput step(const ForwardContext& ctx);
   bool has_unfinished_requests() const;
   int64_t num_waiting_requests() const;

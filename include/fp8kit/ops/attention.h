@@ -4,7 +4,8 @@
 // tokens' K/V are written to the cache first (reshape_and_cache_flash, as vLLM's
 // do_kv_cache_update runs before forward), then every key, the new ones included, is read back
 // from the cache, so an FP8 cache sees its own quantization. CPU reference:
-// src/ops/attention/attention_ref.cpp; tests: tests/cpu/test_paged_attention*.cpp.
+// src/ops/attention/attention_ref.cpp; CUDA: attention_cuda.h; tests: tests/cpu/test_paged_attention*.cpp,
+// tests/gpu/test_attention_cuda.cpp.
 #pragma once
 
 #include <cstdint>
@@ -85,7 +86,10 @@ struct PagedAttentionOptions {
 // FlashAttention does.
 // Errors (kInvalidArgument) name the argument: shapes, dtypes, a non-monotone query_start_loc,
 // seq_lens below q_len, a sequence longer than its block table, a block id outside the cache, a
-// slot that is not the block table's, a bad option; kUnsupported for CUDA tensors (no kernel yet).
+// slot that is not the block table's, a bad option. On CUDA the metadata values stay on the device
+// and are not checked on the host: the kernels skip what is out of range (a sequence whose
+// seq_len is below its q_len or past its block table gives zero rows; a block id outside the cache
+// hides its keys) and never read or write out of bounds; kUnsupported for a head size above 512.
 // ---------------------------------------------------------------------------------------------
 Tensor paged_attention(const ForwardContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                        const PagedKvCache& cache, const AttentionMetadata& metadata,

@@ -18,6 +18,8 @@ enum class GemmBackendOverride : uint8_t { kAuto, kDecode, kWgmma, kCublasLt, kF
 enum class WeightOnlyGemmOverride : uint8_t { kAuto, kCudaCore, kTiled };
 // The grouped GEMM of fused_experts on CUDA: mma.sync or CUDA cores instead of the default.
 enum class MoeGemmOverride : uint8_t { kAuto, kMma, kSimt };
+// paged_attention on CUDA: the CUDA-core or the mma.sync kernel instead of the plan's choice.
+enum class AttentionKernelOverride : uint8_t { kAuto, kSimt, kMma };
 // Which CPU implementation serves the ops: the exact reference (the executable spec) or the fast
 // vectorized backend (kAuto: the fast one where it serves the problem).
 enum class CpuBackend : uint8_t { kAuto, kReference, kFast };
@@ -47,6 +49,10 @@ struct Overrides {
   int moe_block_m = 0;           // FP8KIT_MOE_BLOCK_M: 16, 64 or 128 (0: from tokens per expert)
   bool moe_fast_accum = false;   // FP8KIT_MOE_FAST_ACCUM=1
   int moe_k_splits = 0;          // FP8KIT_MOE_K_SPLITS: 1..64 (0: the plan's choice)
+
+  // --- paged_attention (CUDA) ------------------------------------------------------------------
+  AttentionKernelOverride attention_kernel = AttentionKernelOverride::kAuto;  // FP8KIT_ATTENTION_KERNEL=simt|mma
+  int attention_splits = 0;  // FP8KIT_ATTENTION_SPLITS: 1..64 key splits per item (0: the plan's choice)
 
   // --- attention scales (--calculate-kv-scales: scale = max|x| / constant) ----------------------
   int q_scale_constant = 200;  // FP8KIT_Q_SCALE_CONSTANT (vLLM's Q_SCALE_CONSTANT)

@@ -1,11 +1,14 @@
 // Engine (include/fp8kit/model/engine.h): the model, its KV pool and the scheduler; step() runs
 // the scheduled chunks through DecoderModel::forward, samples with ops::sample and finishes
-// requests on a stop id or max_tokens. Tested by tests/cpu/test_engine.cpp and
-// tests/cpu/test_engine_batching.cpp.
+// requests on a stop id or max_tokens. On CUDA the batch is uploaded, the forward runs on the
+// device (weights and KV pool there) and only the wanted logit rows come back for sampling.
+// Tested by tests/cpu/test_engine.cpp, tests/cpu/test_engine_batching.cpp and
+// tests/gpu/test_engine_cuda.cpp.
 #include "fp8kit/model/engine.h"
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/check.h"
 #include "fp8kit/checkpoint.h"
@@ -64,6 +67,31 @@ void check_sampling(int64_t id, const ops::SamplingParams& s) {
                    id, s.temperature);
   FP8KIT_CHECK_ARG(s.top_p > 0 && s.top_p <= 1, "request {}: top_p must be in (0, 1], got {}", id, s.top_p);
   FP8KIT_CHECK_ARG(s.min_p >= 0 && s.min_p <= 1, "request {}: min_p must be in [0, 1], got {}", id, s.min_p);
+}
+
+// The step's batch on the context's device, queued on its stream before any kernel of the step
+// (the stream is idle then: the previous step ended reading its logits).
+Tensor upload(const Tensor& t, const ForwardContext& ctx) {
+  if (!t.defined()) return t;
+  Tensor d = Tensor::empty(t.shape(), t.dtype(), ctx.device());
+  d.copy_(t, ctx.stream());
+  return d;
+}
+ForwardBatch upload(const ForwardBatch& b, const ForwardContext& ctx) {
+  ForwardBatch d;
+  d.token_ids = upload(b.token_ids, ctx);
+  d.positions = upload(b.positions, ctx);
+  d.metadata.query_start_loc = upload(b.metadata.query_start_loc, ctx);
+  d.metadata.seq_lens = upload(b.metadata.seq_lens, ctx);
+  d.metadata.block_table = upload(b.metadata.block_table, ctx);
+  d.metadata.slot_mapping = upload(b.metadata.slot_mapping, ctx);
+  d.logit_rows = upload(b.logit_rows, ctx);
+  return d;
+}
+Tensor download(const Tensor& t, const ForwardContext& ctx) {
+  Tensor h = Tensor::empty(t.shape(), t.dtype(), Device::cpu());
+  h.copy_(t, ctx.stream());  // complete when it returns
+  return h;
 }
 
 }  // namespace
@@ -128,12 +156,23 @@ int64_t EngineImpl::add_request(std::vector<int32_t> prompt, const GenerationPar
 }
 
 StepOutput EngineImpl::step(const ForwardContext& ctx) {
+  FP8KIT_CHECK_ARG(ctx.device() == options.load.device, "Engine::step: the context is on {}, the model on {}",
+                   ctx.device().str(), options.load.device.str());
   StepOutput out;
   StepPlan plan = scheduler->schedule();
   if (plan.chunks.empty()) return out;
   out.num_prefill_tokens = plan.num_prefill_tokens;
   out.num_decode_tokens = plan.num_decode_tokens;
-  const Tensor logits = model.forward(ctx, plan.batch, *pool);  // [rows, vocab]
+  const bool on_device = ctx.device().is_cuda();
+  Tensor logits = model.forward(ctx, on_device ? upload(plan.batch, ctx) : plan.batch, *pool);  // [rows, vocab]
+  // On CUDA the wanted logit rows come back once: the step's only wait for the device. Sampling
+  // and the returned logits are the host's from here on.
+  std::optional<ForwardContext> host_ctx;
+  if (on_device) {
+    logits = download(logits, ctx);
+    host_ctx.emplace(Device::cpu(), ctx.overrides());
+  }
+  const ForwardContext& sample_ctx = on_device ? *host_ctx : ctx;
 
   std::vector<int64_t> rows;
   std::vector<ops::SamplingParams> params;
@@ -148,8 +187,8 @@ StepOutput EngineImpl::step(const ForwardContext& ctx) {
   ops::SamplingResult sampled;
   if (!rows.empty()) {
     const bool all_rows = int64_t(rows.size()) == logits.size(0);  // then rows is 0, 1, ...
-    const Tensor picked = all_rows ? logits : ops::embedding(ctx, Tensor::from_vector(rows), logits);
-    sampled = ops::sample(ctx, picked, params);
+    const Tensor picked = all_rows ? logits : ops::embedding(sample_ctx, Tensor::from_vector(rows), logits);
+    sampled = ops::sample(sample_ctx, picked, params);
   }
 
   size_t k = 0;

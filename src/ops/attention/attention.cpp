@@ -1,12 +1,17 @@
 // Public entry of paged_attention (include/fp8kit/ops/attention.h): validates every argument once
-// (shapes and dtypes, then, on the host, the metadata values the reference will index with),
-// writes the new K/V through reshape_and_cache_flash, fills PagedAttentionArgs with workspace
-// scratch and routes by device (CPU: the reference). Tested by tests/cpu/test_paged_attention*.cpp.
+// (shapes and dtypes; on the CPU also the metadata values the reference will index with, which
+// CUDA leaves to its kernels: attention_cuda.h), writes the new K/V through
+// reshape_and_cache_flash, fills PagedAttentionArgs with workspace scratch (CUDA: the plan's) and
+// routes by device (CPU: the reference; CUDA: attention_cuda.h). Tested by
+// tests/cpu/test_paged_attention*.cpp and tests/gpu/test_attention_cuda.cpp.
 #include "fp8kit/ops/attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 
+#include "ops/attention/attention_cuda.h"
 #include "ops/attention/attention_ref.h"
 #include "ops/context_checks.h"
 #include "ops/kv_cache/kv_cache_checks.h"
@@ -108,6 +113,34 @@ void check_slot_mapping(const AttentionMetadata& md, int64_t num_seqs, int64_t b
   }
 }
 
+bool rows_aligned16(const void* base, std::initializer_list<int64_t> strides, size_t element_size) {
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  for (int64_t s : strides) {
+    if ((s * int64_t(element_size)) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// What the CUDA plan knows of a call (attention_plan.h).
+PagedAttentionDesc describe(const PagedAttentionArgs& a, const CacheLayouts& layouts, Device device) {
+  PagedAttentionDesc d;
+  d.num_tokens = a.num_tokens, d.num_seqs = a.num_seqs;
+  d.num_heads = a.num_heads, d.num_kv_heads = a.num_kv_heads, d.head_size = a.head_size;
+  d.max_seq_len_bound = a.max_seq_len;
+  d.dtype = a.dtype, d.cache_dtype = a.cache_dtype, d.read_mode = a.read_mode;
+  const size_t element = a.cache_dtype == KvCacheDtype::kAuto ? dtype_size(a.dtype) : 1;
+  d.cache_rows_aligned16 =
+      rows_aligned16(a.key_cache, {layouts.key.block_stride, layouts.key.page_stride, layouts.key.head_stride},
+                     element) &&
+      rows_aligned16(a.value_cache, {layouts.value.block_stride, layouts.value.page_stride, layouts.value.head_stride},
+                     element) &&
+      (a.head_size * int64_t(element)) % 16 == 0;
+#if FP8KIT_WITH_CUDA
+  if (device.is_cuda()) describe_attention_device(d);
+#endif
+  return d;
+}
+
 }  // namespace
 
 Tensor paged_attention(const ForwardContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -163,12 +196,17 @@ Tensor paged_attention(const ForwardContext& ctx, const Tensor& q, const Tensor&
                    kOp, num_seqs, md.block_table.description());
   const Shape out_shape{num_tokens, num_heads, head_size};
   if (options.out.defined()) require_output(kOp, options.out, "out", q.dtype(), out_shape, q.device());
-  require_reference_backend(kOp, ctx.device());
+  require_backend(kOp, ctx.device());
 
-  // Host data from here on.
-  const int64_t max_seq_len = check_metadata_values(md, num_seqs, num_tokens, layouts.key, md.block_table.size(1));
+  // The metadata values: read and checked where they are host memory. On CUDA the kernels read
+  // them and skip what is out of range (attention_common.cuh); the longest sequence is bounded
+  // by the block table.
+  const bool on_cpu = ctx.device().is_cpu();
+  const int64_t max_blocks = md.block_table.size(1);
+  const int64_t max_seq_len = on_cpu ? check_metadata_values(md, num_seqs, num_tokens, layouts.key, max_blocks)
+                                     : max_blocks * layouts.key.block_size;
   if (write_new) {
-    check_slot_mapping(md, num_seqs, layouts.key.block_size);
+    if (on_cpu) check_slot_mapping(md, num_seqs, layouts.key.block_size);
     // Padding entries are negative, so the store writes exactly this step's real tokens.
     reshape_and_cache_flash(ctx, k, v, cache.key_cache, cache.value_cache, md.slot_mapping, cache.dtype, cache.k_scale,
                             cache.v_scale);
@@ -200,6 +238,7 @@ Tensor paged_attention(const ForwardContext& ctx, const Tensor& q, const Tensor&
   args.seq_lens = md.seq_lens.data<int32_t>();
   args.block_table = md.block_table.data<int32_t>();
   args.block_table_stride = md.block_table.stride(0);
+  args.max_blocks_per_seq = max_blocks;
   args.max_seq_len = max_seq_len;
   args.scale = options.scale.value_or(float(std::pow(double(head_size), -0.5)));  // Python head_size**-0.5
   args.softcap = options.softcap;
@@ -211,10 +250,15 @@ Tensor paged_attention(const ForwardContext& ctx, const Tensor& q, const Tensor&
     args.q_scale = options.q_scale.data<float>();
     args.q_scale_stride = options.q_scale.numel() == 1 ? 0 : 1;
   }
-  args.num_parts = work_parts(ctx);
   Workspace::Scope scope(ctx.workspace());
-  args.scratch = ctx.workspace().take({args.num_parts, scratch_floats_per_part(args)}, DType::kF32).data<float>();
-  paged_attention_ref(args);
+  if (on_cpu) {
+    args.num_parts = work_parts(ctx);
+    args.scratch = ctx.workspace().take({args.num_parts, scratch_floats_per_part(args)}, DType::kF32).data<float>();
+  } else {
+    args.plan = plan_paged_attention(describe(args, layouts, ctx.device()), ctx.overrides());
+    args.device_scratch = ctx.workspace().take({args.plan.scratch_bytes}, DType::kU8).data_ptr();
+  }
+  route(kOp, ctx, ctx.device(), args, paged_attention_ref, paged_attention_cuda);
   return out;
 }
 

@@ -1,13 +1,15 @@
 // Argument block of paged_attention (include/fp8kit/ops/attention.h), validated by
 // attention.cpp: raw pointers, strides in elements, the metadata arrays and the options. The CPU
-// reference (attention_ref.h) takes it, and a CUDA launcher will take the same struct. Pointers
-// live on the op's device; `scratch` is workspace memory of the reference.
+// reference (attention_ref.h) and the CUDA launcher (attention_cuda.h) take the same struct.
+// Pointers live on the op's device; `scratch` is workspace memory of the reference, `plan` and
+// `device_scratch` are the CUDA launcher's (attention_plan.h).
 #pragma once
 
 #include <cstdint>
 
 #include "fp8kit/dtype.h"
 #include "fp8kit/ops/attention.h"
+#include "ops/attention/attention_plan.h"
 #include "ops/kv_cache/kv_cache_args.h"
 
 namespace fp8kit::ops {
@@ -33,7 +35,8 @@ struct PagedAttentionArgs {
   const int32_t* seq_lens = nullptr;         // [num_seqs]
   const int32_t* block_table = nullptr;      // [num_seqs, *], row r at block_table + r * block_table_stride
   int64_t block_table_stride = 0;
-  int64_t max_seq_len = 0;  // max over seq_lens (sizes the scratch)
+  int64_t max_blocks_per_seq = 0;  // block_table.size(1)
+  int64_t max_seq_len = 0;         // CPU: max over seq_lens (sizes the scratch); CUDA: unused
 
   float scale = 1.0f;
   float softcap = 0.0f;                         // 0: off
@@ -46,6 +49,10 @@ struct PagedAttentionArgs {
   // Reference scratch: num_parts rows of scratch_floats floats (scratch_floats_per_part()).
   float* scratch = nullptr;
   int num_parts = 1;
+
+  // CUDA: what runs (plan_paged_attention) and its workspace scratch of plan.scratch_bytes.
+  PagedAttentionPlan plan;
+  void* device_scratch = nullptr;
 };
 
 // Floats of scratch one part of the reference needs: q and the accumulator (2 head_size), plus

@@ -1,9 +1,10 @@
-// Public entry of embedding (include/fp8kit/ops/embedding.h): validates once (the ids on the
-// host), fills EmbeddingArgs and routes by device (CPU: the reference). Tested by
-// tests/cpu/test_embedding.cpp.
+// Public entry of embedding (include/fp8kit/ops/embedding.h): validates once (the ids too where
+// they are host memory), fills EmbeddingArgs and routes by device (CPU: the reference; CUDA:
+// embedding_cuda.h). Tested by tests/cpu/test_embedding.cpp and tests/gpu/test_embedding_cuda.cpp.
 #include "fp8kit/ops/embedding.h"
 
 #include "ops/context_checks.h"
+#include "ops/embedding/embedding_cuda.h"
 #include "ops/embedding/embedding_ref.h"
 #include "ops/op_checks.h"
 
@@ -33,13 +34,15 @@ Tensor embedding(const ForwardContext& ctx, const Tensor& ids, const Tensor& tab
   Shape out_shape = ids.shape();
   out_shape.push_back(hidden);
   if (options.out.defined()) require_output(kOp, options.out, "out", table.dtype(), out_shape, table.device());
-  require_reference_backend(kOp, ctx.device());
+  require_backend(kOp, ctx.device());
 
   const int64_t n = ids.numel();
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t id = ids.dtype() == DType::kI32 ? int64_t(ids.data<int32_t>()[t]) : ids.data<int64_t>()[t];
-    FP8KIT_CHECK_ARG(id >= 0 && id < vocab_size, "{}: ids[{}] = {} is outside the vocabulary [0, {})", kOp, t, id,
-                     vocab_size);
+  if (ctx.device().is_cpu()) {  // device ids are not read on the host: the kernel writes zeros for bad ones
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t id = ids.dtype() == DType::kI32 ? int64_t(ids.data<int32_t>()[t]) : ids.data<int64_t>()[t];
+      FP8KIT_CHECK_ARG(id >= 0 && id < vocab_size, "{}: ids[{}] = {} is outside the vocabulary [0, {})", kOp, t, id,
+                       vocab_size);
+    }
   }
   Tensor out = options.out.defined() ? options.out : Tensor::empty(out_shape, table.dtype(), table.device());
   EmbeddingArgs args;
@@ -53,7 +56,8 @@ Tensor embedding(const ForwardContext& ctx, const Tensor& ids, const Tensor& tab
   args.element_size = table.element_size();
   args.vocab_start = options.vocab_start;
   args.out = out.data_ptr();
-  embedding_ref(args, work_parts(ctx));
+  args.num_parts = work_parts(ctx);
+  route(kOp, ctx, ctx.device(), args, embedding_ref, embedding_cuda);
   return out;
 }
 

@@ -1,5 +1,5 @@
 // Argument block of embedding (include/fp8kit/ops/embedding.h), validated by embedding.cpp. The
-// CPU reference (embedding_ref.h) takes it, and a CUDA launcher will take the same struct.
+// CPU reference (embedding_ref.h) and the CUDA launcher (embedding_cuda.h) take the same struct.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@ struct EmbeddingArgs {
   size_t element_size = 2;  // bytes of one table element (f32: 4, f16/bf16: 2)
   int64_t vocab_start = 0;
   void* out = nullptr;  // [num_tokens, hidden], contiguous
+  int num_parts = 1;    // CPU reference: tokens split into this many parts on the thread pool
 };
 
 }  // namespace fp8kit::ops

@@ -1,13 +1,15 @@
 // CPU reference of embedding (embedding_ref.h).
 #include "ops/embedding/embedding_ref.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/parallel.h"
 
 namespace fp8kit::ops {
 
-void embedding_ref(const EmbeddingArgs& a, int num_parts) {
+void embedding_ref(const EmbeddingArgs& a) {
+  const int num_parts = std::max(a.num_parts, 1);
   const size_t row_bytes = a.element_size * size_t(a.hidden);
   const int64_t grain = (a.num_tokens + num_parts - 1) / num_parts;
   parallel_for(a.num_tokens, grain, [&](int64_t t0, int64_t t1) {

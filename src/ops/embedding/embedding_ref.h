@@ -6,6 +6,6 @@
 
 namespace fp8kit::ops {
 
-void embedding_ref(const EmbeddingArgs& args, int num_parts);
+void embedding_ref(const EmbeddingArgs& args);
 
 }  // namespace fp8kit::ops

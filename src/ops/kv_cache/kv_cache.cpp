@@ -1,10 +1,12 @@
 // Public entry of the KV cache store (include/fp8kit/ops/kv_cache.h): parses kv_cache_dtype,
-// validates every argument once (the cache rules in kv_cache_checks.h), fills ReshapeAndCacheArgs
-// and routes by device (CPU: the reference). Tested by tests/cpu/test_kv_cache.cpp.
+// validates every argument once (the cache rules in kv_cache_checks.h; the slots too on the CPU,
+// where they are host memory), fills ReshapeAndCacheArgs and routes by device (CPU: the reference;
+// CUDA: kv_cache_cuda.h). Tested by tests/cpu/test_kv_cache.cpp and tests/gpu/test_kv_cache_cuda.cpp.
 #include "fp8kit/ops/kv_cache.h"
 
 #include "ops/context_checks.h"
 #include "ops/kv_cache/kv_cache_checks.h"
+#include "ops/kv_cache/kv_cache_cuda.h"
 #include "ops/kv_cache/kv_cache_ref.h"
 #include "ops/op_checks.h"
 
@@ -49,14 +51,16 @@ void reshape_and_cache_flash(const ForwardContext& ctx, const Tensor& key, const
                    num_tokens, key.size(0));
   const bool fp8 = kv_cache_dtype != KvCacheDtype::kAuto;
   const int64_t scale_stride = fp8 ? check_kv_scales(kOp, k_scale, v_scale, layouts.key.num_kv_heads) : 0;
-  require_reference_backend(kOp, ctx.device());
+  require_backend(kOp, ctx.device());
 
-  // Host data from here on (the reference's inputs live in host memory).
-  const auto* slots = slot_mapping.data<int64_t>();
-  const int64_t num_slots = layouts.key.num_blocks * layouts.key.block_size;
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    FP8KIT_CHECK_ARG(slots[t] < num_slots, "{}: slot_mapping[{}] = {} is beyond the cache ({} blocks of {} = {} slots)",
-                     kOp, t, slots[t], layouts.key.num_blocks, layouts.key.block_size, num_slots);
+  const auto* slots = static_cast<const int64_t*>(slot_mapping.data_ptr());
+  if (ctx.device().is_cpu()) {  // host memory: every slot checked; a CUDA kernel skips slots past the cache
+    const int64_t num_slots = layouts.key.num_blocks * layouts.key.block_size;
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      FP8KIT_CHECK_ARG(slots[t] < num_slots,
+                       "{}: slot_mapping[{}] = {} is beyond the cache ({} blocks of {} = {} slots)", kOp, t, slots[t],
+                       layouts.key.num_blocks, layouts.key.block_size, num_slots);
+    }
   }
 
   ReshapeAndCacheArgs args;
@@ -75,11 +79,12 @@ void reshape_and_cache_flash(const ForwardContext& ctx, const Tensor& key, const
   args.slot_mapping = slots;
   args.cache_dtype = kv_cache_dtype;
   if (fp8) {
-    args.k_scale = k_scale.data<float>();
-    args.v_scale = v_scale.data<float>();
+    args.k_scale = static_cast<const float*>(k_scale.data_ptr());
+    args.v_scale = static_cast<const float*>(v_scale.data_ptr());
     args.kv_scale_stride = scale_stride;
   }
-  reshape_and_cache_flash_ref(args, work_parts(ctx));
+  args.num_parts = work_parts(ctx);
+  route(kOp, ctx, ctx.device(), args, reshape_and_cache_flash_ref, reshape_and_cache_flash_cuda);
 }
 
 }  // namespace fp8kit::ops

@@ -1,7 +1,7 @@
 // Argument block of reshape_and_cache_flash (include/fp8kit/ops/kv_cache.h), validated by
 // kv_cache.cpp: raw pointers, strides in elements, dtypes. The CPU reference (kv_cache_ref.h)
-// takes it, and a CUDA launcher will take the same struct, so one value drives both in tests.
-// Pointers live on the op's device.
+// and the CUDA launcher (kv_cache_cuda.h) take the same struct, so one value drives both in
+// tests. Pointers live on the op's device.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,7 @@ struct ReshapeAndCacheArgs {
   const float* k_scale = nullptr;  // fp8 only: [num_kv_heads] or [1]
   const float* v_scale = nullptr;
   int64_t kv_scale_stride = 0;  // 0: per tensor, 1: per KV head
+  int num_parts = 1;            // CPU reference: tokens split into this many parts on the thread pool
 };
 
 }  // namespace fp8kit::ops

@@ -2,6 +2,7 @@
 // element by element with the store formula of the header.
 #include "ops/kv_cache/kv_cache_ref.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/parallel.h"
@@ -56,8 +57,9 @@ float kv_cache_decode(uint8_t byte, KvCacheDtype dtype) {
   return dtype == KvCacheDtype::kFp8E5M2 ? e5m2_bits_to_float(byte) : e4m3fn_bits_to_float(byte);
 }
 
-void reshape_and_cache_flash_ref(const ReshapeAndCacheArgs& args, int num_parts) {
+void reshape_and_cache_flash_ref(const ReshapeAndCacheArgs& args) {
   if (args.num_tokens == 0) return;
+  const int num_parts = std::max(args.num_parts, 1);
   switch (args.src_dtype) {
     case DType::kBF16: return run<BFloat16>(args, num_parts);
     case DType::kF16: return run<Float16>(args, num_parts);

@@ -8,7 +8,7 @@
 
 namespace fp8kit::ops {
 
-void reshape_and_cache_flash_ref(const ReshapeAndCacheArgs& args, int num_parts);
+void reshape_and_cache_flash_ref(const ReshapeAndCacheArgs& args);
 
 // The stored byte: encode_satfinite(x / scale) in e4m3fn or e5m2 (IEEE f32 division).
 uint8_t kv_cache_encode(float x, float scale, KvCacheDtype dtype);

@@ -1,10 +1,12 @@
 // Public entry of rms_norm / fused_add_rms_norm (include/fp8kit/ops/norm.h): validates once,
-// fills RmsNormArgs and routes by device (CPU: the reference). Tested by tests/cpu/test_rms_norm.cpp.
+// fills RmsNormArgs and routes by device (CPU: the reference; CUDA: rms_norm_cuda.h). Tested by
+// tests/cpu/test_rms_norm.cpp and tests/gpu/test_norm_rope_cuda.cpp.
 #include <cmath>
 #include <optional>
 
 #include "fp8kit/ops/norm.h"
 #include "ops/context_checks.h"
+#include "ops/norm/rms_norm_cuda.h"
 #include "ops/norm/rms_norm_ref.h"
 #include "ops/op_checks.h"
 
@@ -55,7 +57,7 @@ Tensor rms_norm(const ForwardContext& ctx, const Tensor& x_in, const Tensor& wei
   check_common(kOp, ctx, x_in, weight, eps);
   require_context_device(kOp, ctx, out, "out");
   if (out.defined()) require_output(kOp, out, "out", x_in.dtype(), x_in.shape(), x_in.device());
-  require_reference_backend(kOp, ctx.device());
+  require_backend(kOp, ctx.device());
   // Rows that are not evenly strided with a contiguous last dimension are copied once.
   std::optional<int64_t> row_stride = row_stride_of(x_in);
   const Tensor x = row_stride ? x_in : contiguous_on(x_in, ctx.stream());
@@ -64,7 +66,8 @@ Tensor rms_norm(const ForwardContext& ctx, const Tensor& x_in, const Tensor& wei
   RmsNormArgs args = make_args(x, *row_stride, weight, eps);
   args.out = out.data_ptr();
   args.out_row_stride = args.hidden;
-  rms_norm_ref(args, work_parts(ctx));
+  args.num_parts = work_parts(ctx);
+  route(kOp, ctx, ctx.device(), args, rms_norm_ref, rms_norm_cuda);
   return out;
 }
 
@@ -83,12 +86,13 @@ void fused_add_rms_norm(const ForwardContext& ctx, const Tensor& x, const Tensor
                    "{}: `residual` must have the dtype and shape of `x` ({}), got {}", kOp, x.description(),
                    residual.description());
   FP8KIT_CHECK_ARG(residual.is_contiguous(), "{}: `residual` must be contiguous", kOp);
-  require_reference_backend(kOp, ctx.device());
+  require_backend(kOp, ctx.device());
   RmsNormArgs args = make_args(x, *row_stride, weight, eps);
   args.residual = residual.data_ptr();
   args.out = x.data_ptr();
   args.out_row_stride = *row_stride;
-  rms_norm_ref(args, work_parts(ctx));
+  args.num_parts = work_parts(ctx);
+  route(kOp, ctx, ctx.device(), args, rms_norm_ref, rms_norm_cuda);
 }
 
 }  // namespace fp8kit::ops

@@ -1,6 +1,6 @@
 // Argument block of rms_norm / fused_add_rms_norm (include/fp8kit/ops/norm.h), validated by
-// rms_norm.cpp. The CPU reference (rms_norm_ref.h) takes it, and a CUDA launcher will take the
-// same struct. Pointers live on the op's device.
+// rms_norm.cpp. The CPU reference (rms_norm_ref.h) and the CUDA launcher (rms_norm_cuda.h) take
+// the same struct. Pointers live on the op's device.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,7 @@ struct RmsNormArgs {
   int64_t out_row_stride = 0;
   DType dtype = DType::kBF16;  // f32 | f16 | bf16, of every tensor
   float eps = 1e-6f;
+  int num_parts = 1;  // CPU reference: rows split into this many parts on the thread pool
 };
 
 }  // namespace fp8kit::ops

@@ -1,10 +1,12 @@
 // CPU reference of the RMS norms (rms_norm_ref.h).
 #include "ops/norm/rms_norm_ref.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/parallel.h"
 #include "fp8kit/half.h"
+#include "ops/norm/rms_norm_math.h"
 
 namespace fp8kit::ops {
 namespace {
@@ -28,12 +30,9 @@ void run(const RmsNormArgs& a, int num_parts) {
         for (int64_t i = 0; i < a.hidden; ++i) residual[i] = from_float<T>(to_float(x[i]) + to_float(residual[i]));
       }
       const T* row = residual ? residual : x;
-      double sum_squares = 0.0;  // exact enough that r is the correctly rounded value in practice
-      for (int64_t i = 0; i < a.hidden; ++i) {
-        const double v = to_float(row[i]);
-        sum_squares += v * v;
-      }
-      const float r_inv = float(1.0 / std::sqrt(sum_squares / double(a.hidden) + double(a.eps)));
+      norm_math::SquareSum sum_squares;  // the correctly rounded sum in any order (rms_norm_math.h)
+      for (int64_t i = 0; i < a.hidden; ++i) norm_math::add_square(sum_squares, to_float(row[i]));
+      const float r_inv = norm_math::inverse_rms(sum_squares, a.hidden, a.eps);
       for (int64_t i = 0; i < a.hidden; ++i) {
         out[i] = from_float<T>(round_to<T>(to_float(row[i]) * r_inv) * to_float(weight[i]));
       }
@@ -43,8 +42,9 @@ void run(const RmsNormArgs& a, int num_parts) {
 
 }  // namespace
 
-void rms_norm_ref(const RmsNormArgs& args, int num_parts) {
+void rms_norm_ref(const RmsNormArgs& args) {
   if (args.rows == 0 || args.hidden == 0) return;
+  const int num_parts = std::max(args.num_parts, 1);
   switch (args.dtype) {
     case DType::kBF16: return run<BFloat16>(args, num_parts);
     case DType::kF16: return run<Float16>(args, num_parts);

@@ -7,6 +7,6 @@
 namespace fp8kit::ops {
 
 // residual == nullptr: rms_norm; otherwise fused_add_rms_norm.
-void rms_norm_ref(const RmsNormArgs& args, int num_parts);
+void rms_norm_ref(const RmsNormArgs& args);
 
 }  // namespace fp8kit::ops

@@ -1,10 +1,13 @@
 // Public entry of rope_cos_sin and apply_rope (include/fp8kit/ops/rope.h): validates once,
-// computes the frequencies on the host, fills RopeArgs with workspace scratch and routes by
-// device (CPU: the reference). Tested by tests/cpu/test_rope.cpp.
+// computes the frequencies on the host, fills RopeArgs (CPU: with workspace scratch) and routes
+// by device (CPU: the reference; CUDA: rope_cuda.h, which computes cos/sin on the device).
+// Positions are checked on the host where they live there. Tested by tests/cpu/test_rope.cpp and
+// tests/gpu/test_norm_rope_cuda.cpp.
 #include "fp8kit/ops/rope.h"
 
 #include "ops/context_checks.h"
 #include "ops/op_checks.h"
+#include "ops/rope/rope_cuda.h"
 #include "ops/rope/rope_freqs.h"
 #include "ops/rope/rope_ref.h"
 
@@ -115,8 +118,12 @@ void apply_rope(const ForwardContext& ctx, const RopeConfig& config, const Tenso
     FP8KIT_CHECK_ARG(k.defined(), "{}: `k_out` is given without `k`", kOp);
     use_output(kOp, args.k, k, options.k_out, "k_out", config.head_dim);
   }
-  require_reference_backend(kOp, ctx.device());
-  check_positions(kOp, positions, true);
+  require_backend(kOp, ctx.device());
+  const bool on_cpu = ctx.device().is_cpu();
+  if (on_cpu) check_positions(kOp, positions, true);  // device positions are not read on the host
+  FP8KIT_CHECK(on_cpu || config.rotary_dim / 2 <= kRopeMaxFrequencies, ErrorCode::kUnsupported,
+               "{}: rotary_dim {} is above the {} the CUDA kernel supports", kOp, config.rotary_dim,
+               2 * kRopeMaxFrequencies);
 
   const RopeFrequencies f = rope_frequencies(config, options.dynamic_seq_len);
   args.num_tokens = num_tokens;
@@ -127,10 +134,12 @@ void apply_rope(const ForwardContext& ctx, const RopeConfig& config, const Tenso
   args.attention_factor = f.attention_factor;
   args.positions = positions.data<int64_t>();
   args.dtype = q.dtype();
-  args.num_parts = work_parts(ctx);
   Workspace::Scope scope(ctx.workspace());
-  args.scratch = ctx.workspace().take({args.num_parts, config.rotary_dim}, DType::kF32).data<float>();
-  apply_rope_ref(args);
+  if (on_cpu) {
+    args.num_parts = work_parts(ctx);
+    args.scratch = ctx.workspace().take({args.num_parts, config.rotary_dim}, DType::kF32).data<float>();
+  }
+  route(kOp, ctx, ctx.device(), args, apply_rope_ref, apply_rope_cuda);
 }
 
 }  // namespace fp8kit::ops

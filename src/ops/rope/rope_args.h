@@ -1,7 +1,8 @@
 // Argument block of apply_rope (include/fp8kit/ops/rope.h), validated by rope.cpp: the
 // frequencies (host-computed, rotary_dim / 2 floats), positions, and up to two head arrays (q and
-// k) with their strides. The CPU reference (rope_ref.h) takes it, and a CUDA launcher will take
-// the same struct (computing cos/sin per token from inv_freq as the reference does).
+// k) with their strides. The CPU reference (rope_ref.h) and the CUDA launcher (rope_cuda.h) take
+// the same struct; both compute cos/sin per token from inv_freq (inv_freq stays host memory: the
+// launcher passes it by value).
 #pragma once
 
 #include <cstdint>
@@ -24,12 +25,12 @@ struct RopeArgs {
   int64_t num_tokens = 0;
   int64_t head_dim = 0, rotary_dim = 0;
   bool is_neox_style = true;
-  const float* inv_freq = nullptr;  // [rotary_dim / 2]
+  const float* inv_freq = nullptr;  // [rotary_dim / 2], host memory on every device
   float attention_factor = 1.0f;
   const int64_t* positions = nullptr;  // [num_tokens]
   DType dtype = DType::kBF16;          // f32 | f16 | bf16 of q and k
   RopeHeads q, k;                      // k.num_heads == 0: no k
-  float* scratch = nullptr;            // reference: num_parts rows of rotary_dim floats (cos, sin)
+  float* scratch = nullptr;            // CPU reference: num_parts rows of rotary_dim floats (cos, sin)
   int num_parts = 1;
 };
 

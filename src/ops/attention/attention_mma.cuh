@@ -1,0 +1,485 @@
+// paged_attention on 16-bit tensor cores (the plan's kMma; mma.sync m16n8k16, f32 accumulators,
+// sm_80+), FlashAttention-2 style: an item's rows (16 per warp, packed (token, group head) rows of
+// one KV head) against tiles of 64 keys gathered through the block table into shared memory as
+// 16-bit values (an FP8 cache converted there, exactly; a 16-bit cache copied with cp.async),
+// S = Q K^T and O += P V on tensor cores, the online softmax in f32 registers (base 2).
+// Two shapes (attention_plan.h): prefill, 4 warps x 16 rows, each warp all 64 keys of a tile;
+// decode, 1 x 16 rows, each of the 4 warps 16 keys of every tile with its own softmax state,
+// merged through shared memory at the end. Split items write f32 partials (attention_common.cuh).
+//
+// Numerics against the reference (attention_ref.cpp, kDequantize): q and the raw cache values are
+// exact in the 16-bit operands; the logit is f32(q . raw) * (scale * k_scale * log2 e), the
+// output (P^ . raw_v) * v_scale / l where P^ = P rounded to the query's 16-bit type and l sums
+// the rounded P^ (so the rounding of P acts as a relative error of each weight, at most 2^-9 for
+// bf16, 2^-12 for f16: the tests' bound adds u16 * sum_j p_j |v_jd - o_d|). Rows that do not
+// see a key get a weight of exactly 0, so a NaN or inf stored in a key that another row of the
+// tile sees reaches them as 0 * NaN (documented in docs/numerics.md); keys outside every row's
+// range and slots past seq_len are never read.
+// Floor: decode reads each visible key's K and V once per KV head: 2 * sum_r L_r * Hkv * D *
+// (1 or 2) bytes over the bandwidth; prefill ~4 * sum_r q_len_r * L_r * H * D FLOP (half if
+// causal) over the 16-bit tensor peak.
+// Tests: tests/gpu/test_attention_cuda.cpp; benchmark: bench/bench_attention.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "core/cuda/kernel_attributes.h"
+#include "ops/attention/attention_common.cuh"
+#include "ops/attention/attention_launch.h"
+#include "ops/attention/attention_mma_shape.h"
+#include "ops/attention/fp8_widen.h"
+#include "ops/cuda_launch.cuh"
+
+namespace fp8kit::ops::attention_kernels::mma {
+
+constexpr int kThreads = 128;
+constexpr int kTileKeys = kAttentionMmaTileKeys;
+constexpr float kLog2e = 1.44269504088896340736f;
+
+struct Bf16 {
+  static constexpr bool kIsBf16 = true;
+  using Storage = BFloat16;
+};
+struct F16 {
+  static constexpr bool kIsBf16 = false;
+  using Storage = Float16;
+};
+
+// ---- tensor-core and copy primitives (sm_80+) ------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+#endif
+}
+
+// d += a b (row.col, f32 accumulators).
+template <typename Tag>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (Tag::kIsBf16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+#endif
+}
+
+// 16 bytes global -> shared, asynchronously; src_bytes 0 writes zeros (the source is not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// Two f32 as one register of two 16-bit values (x in the low half), rounded to nearest even.
+template <typename Tag>
+__device__ __forceinline__ uint32_t pack2(float x, float y) {
+  if constexpr (Tag::kIsBf16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+template <typename Tag>
+__device__ __forceinline__ float2 unpack2(uint32_t w) {
+  if constexpr (Tag::kIsBf16) {
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+  } else {
+    return __half22float2(*reinterpret_cast<const __half2*>(&w));
+  }
+}
+
+// Bytes 0, 1 of `pair` (FP8) as two 16-bit values of Tag in one register, exactly. sm_89+:
+// cvt.rn.f16x2.{e4m3,e5m2}x2 (then through f32 for bf16); before: fp8_widen.h's integer form.
+template <typename Tag>
+__device__ __forceinline__ uint32_t widen_fp8x2(uint32_t pair, bool e5m2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t h;
+  const uint16_t in = uint16_t(pair);
+  if (e5m2) {
+    asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h) : "h"(in));
+  } else {
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(in));
+  }
+  if constexpr (Tag::kIsBf16) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    return pack2<Bf16>(f.x, f.y);  // exact: every FP8 value is a bf16 value
+  } else {
+    return h;
+  }
+#else
+  uint32_t lo, hi;
+  if constexpr (Tag::kIsBf16) {
+    lo = e5m2 ? fp8_widen::e5m2_to_bf16(pair) : fp8_widen::e4m3_to_16<8>(pair);
+    hi = e5m2 ? fp8_widen::e5m2_to_bf16(pair >> 8) : fp8_widen::e4m3_to_16<8>(pair >> 8);
+  } else {
+    lo = e5m2 ? fp8_widen::e5m2_to_f16(pair) : fp8_widen::e4m3_to_16<5>(pair);
+    hi = e5m2 ? fp8_widen::e5m2_to_f16(pair >> 8) : fp8_widen::e4m3_to_16<5>(pair >> 8);
+  }
+  return lo | (hi << 16);
+#endif
+}
+
+// ---- the kernel ----------------------------------------------------------------------------------
+
+template <int kD>
+constexpr int kStages = attention_mma_stages(kD);
+template <int kD>
+constexpr int kRowElems = kD + 8;  // the padding keeps ldmatrix free of bank conflicts
+
+template <typename Tag, int kD, bool kFp8, int kWarpsM>
+__global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const AttnParams p, bool e5m2, bool q_vector) {
+  using T = typename Tag::Storage;
+  constexpr int kWarpsN = 4 / kWarpsM;
+  constexpr int kRows = 16 * kWarpsM;             // rows of the item
+  constexpr int kWarpKeys = kTileKeys / kWarpsN;  // keys of a tile one warp takes: 64 or 16
+  constexpr int kNt = kWarpKeys / 8;              // S n-tiles per warp
+  constexpr int kDt = kD / 8;                     // O n-tiles per warp
+  constexpr int kRowE = kRowElems<kD>;
+  constexpr int kSt = kStages<kD>;
+  cuda::pdl_wait();
+  cuda::pdl_allow_dependents();
+  if (int(blockIdx.x) >= *p.item_count) return;
+
+  extern __shared__ uint4 smem_raw[];
+  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);              // [kRows][kRowE]
+  int* flags_s = reinterpret_cast<int*>(q_s + kRows * kRowE);         // [kSt][64]: key readable
+  uint16_t* tiles = reinterpret_cast<uint16_t*>(flags_s + kSt * kTileKeys);  // [kSt][2][64][kRowE]
+  auto tile = [&](int stage, int which) { return tiles + (stage * 2 + which) * kTileKeys * kRowE; };
+
+  const Item it = resolve_item(p, p.items[blockIdx.x]);
+  const int64_t kvh = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp % kWarpsM, wn = warp / kWarpsM;
+  const int g = lane / 4, c = lane % 4;
+
+  // Q rows -> shared memory as 16-bit (zeros past the item's rows).
+  for (int i = tid; i < kRows * (kD / 8); i += kThreads) {
+    const int r = i / (kD / 8), d0 = (i % (kD / 8)) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < it.rows) {
+      const int64_t packed = it.row0 + r;
+      const int64_t t = it.q_start + packed / p.group, h = kvh * p.group + packed % p.group;
+      const T* src = static_cast<const T*>(p.q) + t * p.q_token_stride + h * p.q_head_stride + d0;
+      if (q_vector) {
+        v = __ldg(reinterpret_cast<const uint4*>(src));
+      } else {
+        uint16_t e[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) e[k] = src[k].bits;
+        v = make_uint4(e[0] | (uint32_t(e[1]) << 16), e[2] | (uint32_t(e[3]) << 16), e[4] | (uint32_t(e[5]) << 16),
+                       e[6] | (uint32_t(e[7]) << 16));
+      }
+    }
+    *reinterpret_cast<uint4*>(q_s + r * kRowE + d0) = v;
+  }
+
+  // This lane's two rows (g and g + 8 of the warp's 16) and the keys each sees.
+  KeyRange seen[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = wm * 16 + g + 8 * h;
+    seen[h] = r < it.rows ? visible_keys(p, it, row_position(p, it, r)) : KeyRange{0, -1};
+  }
+  const KeyRange keys = split_keys(item_keys(p, it), blockIdx.z, p.splits, kTileKeys);
+  const float k_scale = kFp8 ? __ldg(p.kv_scale[0] + kvh * p.kv_scale_stride) : 1.0f;
+  const float v_scale = kFp8 ? __ldg(p.kv_scale[1] + kvh * p.kv_scale_stride) : 1.0f;
+  const float logit_scale = __fmul_rn(p.scale, k_scale);  // s = capped(raw dot * scale * k_scale)
+  const float base2_scale = __fmul_rn(logit_scale, kLog2e);
+
+  // One tile's K and V: chunk i of 16 bytes of the tile (key i / chunks_per_key). FP8 chunks are
+  // loaded into registers (`raw`) and widened into the stage by store_fp8; 16-bit ones go by
+  // cp.async. Keys past the range or in blocks outside the cache are zeros with flag 0.
+  constexpr int kChunksPerKey = kFp8 ? kD / 16 : kD / 8;
+  constexpr int kChunks = kTileKeys * kChunksPerKey / kThreads;  // per thread, per tensor
+  uint4 raw[2][kFp8 ? kChunks : 1];
+  auto issue_tile = [&](int64_t tile0, int stage) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int chunk = tid + i * kThreads;
+      const int key = chunk / kChunksPerKey, col = (chunk % kChunksPerKey) * (kFp8 ? 16 : 8);
+      const int64_t j = tile0 + key;
+#pragma unroll
+      for (int which = 0; which < 2; ++which) {
+        const int64_t at = j <= keys.last ? cache_offset(p, it, which, j, kvh) : -1;
+        if (which == 0 && col == 0) flags_s[stage * kTileKeys + key] = at >= 0;
+        if constexpr (kFp8) {
+          raw[which][i] = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.cache[which]) + at + col))
+                                  : make_uint4(0, 0, 0, 0);
+        } else {
+          const T* src = at >= 0 ? static_cast<const T*>(p.cache[which]) + at + col : static_cast<const T*>(p.cache[which]);
+          cp_async16(tile(stage, which) + key * kRowE + col, src, at >= 0 ? 16 : 0);
+        }
+      }
+    }
+    if constexpr (!kFp8) cp_async_commit();
+  };
+  auto store_fp8 = [&](int stage) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int chunk = tid + i * kThreads;
+      const int key = chunk / kChunksPerKey, col = (chunk % kChunksPerKey) * 16;
+#pragma unroll
+      for (int which = 0; which < 2; ++which) {
+        const uint4 w = raw[which][i];
+        const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+        uint32_t out[8];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          out[2 * k] = widen_fp8x2<Tag>(words[k], e5m2);
+          out[2 * k + 1] = widen_fp8x2<Tag>(words[k] >> 16, e5m2);
+        }
+        uint4* dst = reinterpret_cast<uint4*>(tile(stage, which) + key * kRowE + col);
+        dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
+        dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
+      }
+    }
+  };
+
+  float acc[kDt][4];
+#pragma unroll
+  for (int n = 0; n < kDt; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};  // l: this lane's share of the row sums
+
+  const int64_t num_tiles = keys.last >= keys.first ? (keys.last - keys.first) / kTileKeys + 1 : 0;
+  if (num_tiles > 0) {
+    issue_tile(keys.first, 0);
+    if constexpr (kFp8) store_fp8(0);
+    if constexpr (!kFp8) cp_async_wait_all();
+  }
+  __syncthreads();
+  for (int64_t ti = 0; ti < num_tiles; ++ti) {
+    const int64_t tile0 = keys.first + ti * kTileKeys;
+    const int stage = kSt == 2 ? int(ti % 2) : 0;
+    const bool prefetch = kSt == 2 && ti + 1 < num_tiles;
+    if (prefetch) issue_tile(tile0 + kTileKeys, 1 - stage);  // overlaps this tile's math
+
+    // S = Q K^T for the warp's 16 rows and kWarpKeys keys.
+    const uint16_t* k_s = tile(stage, 0);
+    const uint16_t* v_s = tile(stage, 1);
+    float s[kNt][4];
+#pragma unroll
+    for (int n = 0; n < kNt; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t a[4];
+      ldmatrix_x4(a, smem_addr(q_s + (wm * 16 + lane % 16) * kRowE + ks * 16 + (lane / 16) * 8));
+#pragma unroll
+      for (int n = 0; n < kNt; n += 2) {
+        uint32_t b[4];
+        const int key = wn * kWarpKeys + n * 8 + (lane & 7) + ((lane >> 4) << 3);
+        ldmatrix_x4(b, smem_addr(k_s + key * kRowE + ks * 16 + ((lane >> 3) & 1) * 8));
+        mma16816<Tag>(s[n], a, b[0], b[1]);
+        mma16816<Tag>(s[n + 1], a, b[2], b[3]);
+      }
+    }
+    // Logits (base 2), masked: rows see [first, last] of readable keys.
+    float tile_max[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int n = 0; n < kNt; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2;
+        const int key = wn * kWarpKeys + n * 8 + 2 * c + (e % 2);
+        const int64_t j = tile0 + key;
+        const bool ok = flags_s[stage * kTileKeys + key] != 0 && j >= seen[h].first && j <= seen[h].last;
+        float x;
+        if (p.softcap > 0.0f) {
+          x = __fmul_rn(capped(__fmul_rn(s[n][e], logit_scale), p.softcap), kLog2e);
+        } else {
+          x = __fmul_rn(s[n][e], base2_scale);
+        }
+        s[n][e] = ok ? x : kNegInf;
+        tile_max[h] = nan_max(tile_max[h], s[n][e]);
+      }
+    }
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+      tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+      const float m_new = nan_max(m[h], tile_max[h]);
+      corr[h] = m_new == kNegInf ? 1.0f : exp2f(m[h] - m_new);
+      m[h] = m_new;
+      l[h] = __fmul_rn(l[h], corr[h]);
+    }
+#pragma unroll
+    for (int n = 0; n < kDt; ++n) {
+      acc[n][0] = __fmul_rn(acc[n][0], corr[0]), acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
+      acc[n][2] = __fmul_rn(acc[n][2], corr[1]), acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+    }
+    // P^ = 16-bit P (the A operand of P V); l sums the rounded values.
+    uint32_t pa[kNt][2];
+#pragma unroll
+    for (int n = 0; n < kNt; ++n) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float x0 = s[n][2 * h], x1 = s[n][2 * h + 1];
+        const float p0 = (x0 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x0 - m[h]);
+        const float p1 = (x1 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x1 - m[h]);
+        pa[n][h] = pack2<Tag>(p0, p1);
+        const float2 r = unpack2<Tag>(pa[n][h]);
+        l[h] = __fadd_rn(l[h], __fadd_rn(r.x, r.y));
+      }
+    }
+    // O += P^ V.
+#pragma unroll
+    for (int kk = 0; kk < kWarpKeys / 16; ++kk) {
+      const uint32_t a[4] = {pa[2 * kk][0], pa[2 * kk][1], pa[2 * kk + 1][0], pa[2 * kk + 1][1]};
+#pragma unroll
+      for (int n = 0; n < kDt; n += 2) {
+        uint32_t b[4];
+        const int key = wn * kWarpKeys + kk * 16 + (lane & 15);
+        ldmatrix_x4_trans(b, smem_addr(v_s + key * kRowE + n * 8 + (lane >> 4) * 8));
+        mma16816<Tag>(acc[n], a, b[0], b[1]);
+        mma16816<Tag>(acc[n + 1], a, b[2], b[3]);
+      }
+    }
+    if constexpr (kFp8) {
+      if (prefetch) store_fp8(1 - stage);
+    } else {
+      if (prefetch) cp_async_wait_all();
+    }
+    __syncthreads();
+    if (kSt == 1 && ti + 1 < num_tiles) {  // one stage: the next tile after this one's math
+      issue_tile(tile0 + kTileKeys, 0);
+      if constexpr (kFp8) store_fp8(0);
+      if constexpr (!kFp8) cp_async_wait_all();
+      __syncthreads();
+    }
+  }
+
+  // Row sums over the 4 lanes of a row.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 1));
+    l[h] = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 2));
+  }
+  const int64_t all_rows = p.num_tokens * p.num_heads;
+  // Writes row r (of the item) element d from the merged state (m, l, unnormalized acc).
+  auto emit = [&](int r, int d, float m_r, float l_r, float a) {
+    if (r >= it.rows) return;
+    const int64_t row = out_row(p, it, r, kvh);
+    if (p.splits > 1) {
+      p.partial_acc[(int64_t(blockIdx.z) * all_rows + row) * kD + d] = __fmul_rn(a, v_scale);
+      if (d == 0) {
+        p.partial_ml[(int64_t(blockIdx.z) * all_rows + row) * 2] = m_r;
+        p.partial_ml[(int64_t(blockIdx.z) * all_rows + row) * 2 + 1] = l_r;
+      }
+    } else {
+      const float o = l_r == 0.0f ? 0.0f : __fdiv_rn(__fmul_rn(a, v_scale), l_r);
+      static_cast<T*>(p.out)[row * kD + d] = elements::narrow<T>(o);
+    }
+  };
+  if constexpr (kWarpsN == 1) {
+#pragma unroll
+    for (int n = 0; n < kDt; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2;
+        emit(wm * 16 + g + 8 * h, n * 8 + 2 * c + (e % 2), m[h], l[h], acc[n][e]);
+      }
+    }
+  } else {
+    // Merge the 4 warps' states of the same 16 rows (the tiles are free after the last barrier).
+    float* merge_acc = reinterpret_cast<float*>(tiles);  // [4][16][kD]
+    float* merge_ml = merge_acc + 4 * 16 * kD;            // [4][16][2]
+#pragma unroll
+    for (int n = 0; n < kDt; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        merge_acc[(warp * 16 + g + 8 * (e / 2)) * kD + n * 8 + 2 * c + (e % 2)] = acc[n][e];
+      }
+    }
+    if (c == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        merge_ml[(warp * 16 + g + 8 * h) * 2] = m[h];
+        merge_ml[(warp * 16 + g + 8 * h) * 2 + 1] = l[h];
+      }
+    }
+    __syncthreads();
+    for (int i = tid; i < 16 * kD; i += kThreads) {
+      const int r = i / kD, d = i % kD;
+      float mr = kNegInf;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) mr = nan_max(mr, merge_ml[(w * 16 + r) * 2]);
+      float lr = 0.0f, a = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float mw = merge_ml[(w * 16 + r) * 2];
+        if (mw == kNegInf) continue;
+        const float f = exp2f(mw - mr);
+        lr = __fadd_rn(lr, __fmul_rn(merge_ml[(w * 16 + r) * 2 + 1], f));
+        a = __fadd_rn(a, __fmul_rn(merge_acc[(w * 16 + r) * kD + d], f));
+      }
+      emit(r, d, mr, lr, a);
+    }
+  }
+}
+
+template <typename Tag, int kD, bool kFp8, int kWarpsM>
+void launch_instance(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
+  constexpr auto kernel = paged_attention_mma_kernel<Tag, kD, kFp8, kWarpsM>;
+  constexpr size_t smem = attention_mma_shared_bytes(kD, kWarpsM);
+  cuda::allow_dynamic_smem<kernel>(int(smem));
+  const dim3 grid(unsigned(l.items_bound), unsigned(p.num_kv_heads), unsigned(p.splits));
+  cuda::launch_pdl(kernel, grid, kThreads, smem, stream, p, l.cache_dtype == KvCacheDtype::kFp8E5M2, l.q_vector);
+  FP8KIT_CHECK_LAUNCH(stream, "paged_attention_mma_kernel");
+}
+
+// The instances of one head size: query dtype x cache kind x shape.
+template <int kD>
+void launch_head_size(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
+  const bool fp8 = l.cache_dtype != KvCacheDtype::kAuto;
+  auto with_tag = [&](auto tag) {
+    using Tag = decltype(tag);
+    if (fp8) {
+      return l.warps_m == 4 ? launch_instance<Tag, kD, true, 4>(p, l, stream)
+                            : launch_instance<Tag, kD, true, 1>(p, l, stream);
+    }
+    return l.warps_m == 4 ? launch_instance<Tag, kD, false, 4>(p, l, stream)
+                          : launch_instance<Tag, kD, false, 1>(p, l, stream);
+  };
+  if (l.dtype == DType::kBF16) {
+    with_tag(Bf16{});
+  } else {
+    with_tag(F16{});
+  }
+}
+
+}  // namespace fp8kit::ops::attention_kernels::mma

@@ -1,0 +1,168 @@
+// plan_paged_attention (src/ops/attention/attention_plan.h): which CUDA kernel serves a call, its
+// item shape, the split count from the grid size and the block table's length, the forcing
+// overrides and their errors, the scratch layout; and the exact FP8 -> f16 / bf16 widening of the
+// tensor-core kernel's sm_80 path (fp8_widen.h) on all 256 codes of both formats.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "expect_error.h"
+#include "fp8kit/fp8.h"
+#include "ops/attention/attention_mma_shape.h"
+#include "ops/attention/attention_plan.h"
+#include "ops/attention/fp8_widen.h"
+
+namespace fp8kit::ops {
+namespace {
+
+using testing::expect_error;
+
+// Llama-3-8B attention (32 query heads, 8 KV heads, head size 128), bf16, FP8 cache, H200.
+PagedAttentionDesc llama(int64_t tokens, int64_t seqs, int64_t max_len) {
+  PagedAttentionDesc d;
+  d.num_tokens = tokens, d.num_seqs = seqs;
+  d.num_heads = 32, d.num_kv_heads = 8, d.head_size = 128;
+  d.max_seq_len_bound = max_len;
+  d.dtype = DType::kBF16;
+  d.cache_dtype = KvCacheDtype::kFp8E4M3;
+  d.cache_rows_aligned16 = true;
+  d.sm_count = 132, d.compute_capability = 90, d.max_shared_bytes = 232448;
+  return d;
+}
+
+TEST(AttentionPlan, DecodeOfOneSequenceSplitsTheContext) {
+  const PagedAttentionPlan p = plan_paged_attention(llama(1, 1, 4096), {});
+  EXPECT_EQ(p.kernel, AttentionKernel::kMma);
+  EXPECT_EQ(p.rows_per_item, 16);
+  EXPECT_EQ(p.warps_m, 1);
+  EXPECT_EQ(p.warps_n, 4);
+  EXPECT_EQ(p.items_bound, 2);  // ceil(4 packed rows / 16) + 1 sequence
+  // 8 blocks (one item x 8 KV heads) for 264 slots of two blocks an SM: 33 splits wanted, at
+  // most 4096 / 256 = 16 by the length.
+  EXPECT_EQ(p.splits, 16);
+  EXPECT_EQ(p.items_offset, 0);
+  EXPECT_EQ(p.count_offset, 256);
+  EXPECT_EQ(p.partial_acc_offset, 512);
+  EXPECT_EQ(p.partial_ml_offset, 512 + 16 * 32 * 128 * 4);
+  EXPECT_EQ(p.scratch_bytes, 512 + 16 * 32 * 128 * 4 + 16 * 32 * 2 * 4);
+  EXPECT_NE(p.reason.find("16 split(s)"), std::string::npos) << p.reason;
+}
+
+TEST(AttentionPlan, SplitsShrinkAsTheGridFills) {
+  EXPECT_EQ(plan_paged_attention(llama(8, 8, 16384), {}).splits, 5);  // 64 blocks: ceil(264 / 64)
+  EXPECT_EQ(plan_paged_attention(llama(32, 32, 4096), {}).splits, 2);  // 256 blocks
+  EXPECT_EQ(plan_paged_attention(llama(64, 64, 4096), {}).splits, 1);  // 512 blocks fill the GPU
+  EXPECT_EQ(plan_paged_attention(llama(1, 1, 300), {}).splits, 2);     // 300 keys: two splits at most
+  EXPECT_EQ(plan_paged_attention(llama(1, 1, 16), {}).splits, 1);
+  const PagedAttentionPlan p = plan_paged_attention(llama(32, 32, 4096), {});
+  EXPECT_EQ(p.items_bound, 8 + 32);
+}
+
+TEST(AttentionPlan, PrefillTakesSixtyFourRowItemsAndNoSplit) {
+  const PagedAttentionPlan p = plan_paged_attention(llama(2048, 1, 2048), {});
+  EXPECT_EQ(p.kernel, AttentionKernel::kMma);
+  EXPECT_EQ(p.rows_per_item, 64);
+  EXPECT_EQ(p.warps_m, 4);
+  EXPECT_EQ(p.warps_n, 1);
+  EXPECT_EQ(p.items_bound, 2048 * 4 / 64 + 1);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.count_offset, 1280);  // 129 items of 8 bytes, rounded up to 256
+  EXPECT_EQ(p.scratch_bytes, 1536);
+  // A mixed batch that averages more than 16 packed rows a sequence is prefill-shaped too.
+  EXPECT_EQ(plan_paged_attention(llama(2048 + 31, 32, 4096), {}).rows_per_item, 64);
+  EXPECT_EQ(plan_paged_attention(llama(4 * 32, 32, 4096), {}).rows_per_item, 16);  // 4 tokens each
+}
+
+TEST(AttentionPlan, CudaCoresWhereTheTensorCoreKernelCannotServe) {
+  auto reason_of = [](PagedAttentionDesc d) {
+    const PagedAttentionPlan p = plan_paged_attention(d, {});
+    EXPECT_EQ(p.kernel, AttentionKernel::kSimt);
+    EXPECT_EQ(p.rows_per_item, 16);
+    return p.reason;
+  };
+  PagedAttentionDesc d = llama(1, 1, 4096);
+  d.dtype = DType::kF32;
+  EXPECT_EQ(reason_of(d).rfind("simt (the query dtype is not f16 or bf16), 16-row items", 0), 0u) << reason_of(d);
+  d = llama(1, 1, 4096), d.head_size = 96;
+  EXPECT_NE(reason_of(d).find("the head size is not 64, 128 or 256"), std::string::npos);
+  d = llama(1, 1, 4096), d.read_mode = AttentionReadMode::kFp8Compute;
+  EXPECT_NE(reason_of(d).find("the fp8 compute read mode runs on CUDA cores"), std::string::npos);
+  d = llama(1, 1, 4096), d.compute_capability = 75;
+  EXPECT_NE(reason_of(d).find("needs sm_80"), std::string::npos);
+  d = llama(1, 1, 4096), d.cache_rows_aligned16 = false;
+  EXPECT_NE(reason_of(d).find("16-byte aligned"), std::string::npos);
+  d = llama(2048, 1, 2048), d.dtype = DType::kF32;  // prefill on CUDA cores keeps 16-row items
+  EXPECT_EQ(plan_paged_attention(d, {}).rows_per_item, 16);
+}
+
+TEST(AttentionPlan, PrefillShapeOnlyWhereTheSharedMemoryHoldsIt) {
+  // sm_89 opts in to 99 KiB a block: head size 256 with 64-row items needs 101632 bytes.
+  EXPECT_EQ(attention_mma_shared_bytes(256, 4), size_t(64 * 264 * 2 + 64 * 264 * 2 * 2 + 64 * 4));
+  PagedAttentionDesc d = llama(2048, 1, 2048);
+  d.head_size = 256, d.compute_capability = 89, d.max_shared_bytes = 101376;
+  const PagedAttentionPlan p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.kernel, AttentionKernel::kMma);
+  EXPECT_EQ(p.rows_per_item, 16);
+  d.max_shared_bytes = 232448;
+  EXPECT_EQ(plan_paged_attention(d, {}).rows_per_item, 64);
+  d.max_shared_bytes = 48 * 1024;  // not even the decode shape
+  EXPECT_EQ(plan_paged_attention(d, {}).kernel, AttentionKernel::kSimt);
+}
+
+TEST(AttentionPlan, OverridesForceKernelAndSplits) {
+  Overrides o;
+  o.attention_kernel = AttentionKernelOverride::kSimt;
+  EXPECT_EQ(plan_paged_attention(llama(2048, 1, 2048), o).kernel, AttentionKernel::kSimt);
+  EXPECT_EQ(plan_paged_attention(llama(2048, 1, 2048), o).rows_per_item, 16);
+  o = {};
+  o.attention_splits = 7;
+  EXPECT_EQ(plan_paged_attention(llama(2048, 1, 2048), o).splits, 7);
+  PagedAttentionDesc fp8 = llama(1, 1, 4096);
+  fp8.read_mode = AttentionReadMode::kFp8Compute;
+  EXPECT_EQ(plan_paged_attention(fp8, o).splits, 1);  // the row max comes first: one split
+  o.attention_splits = 64;  // 64 x 4096 rows x 32 heads x 130 floats would be 4.3 GB: halved to 4
+  EXPECT_EQ(plan_paged_attention(llama(4096, 4096, 4096), o).splits, 4);
+  o = {};
+  o.attention_kernel = AttentionKernelOverride::kMma;
+  PagedAttentionDesc f32 = llama(1, 1, 4096);
+  f32.dtype = DType::kF32;
+  expect_error([&] { plan_paged_attention(f32, o); }, ErrorCode::kUnsupported,
+               "paged_attention: FP8KIT_ATTENTION_KERNEL=mma cannot serve this call: the query dtype is not f16 or "
+               "bf16");
+}
+
+TEST(AttentionPlan, UnsupportedShapesAndEmptyBatches) {
+  PagedAttentionDesc d = llama(1, 1, 4096);
+  d.head_size = 640;
+  expect_error([&] { plan_paged_attention(d, {}); }, ErrorCode::kUnsupported,
+               "paged_attention: head_size 640 is not supported on CUDA (1 to 512)");
+  d = llama(0, 3, 4096);
+  const PagedAttentionPlan p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.items_bound, 0);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(plan_paged_attention(llama(5, 0, 4096), {}).items_bound, 0);
+}
+
+// Every FP8 code widened to f16 / bf16 bits equals the bits of its exact value (NaN: a NaN of the
+// same sign).
+TEST(AttentionPlan, Fp8WidensExactlyToSixteenBits) {
+  for (uint32_t b = 0; b < 256; ++b) {
+    const float e4 = e4m3fn_bits_to_float(uint8_t(b)), e5 = e5m2_bits_to_float(uint8_t(b));
+    const uint16_t got[4] = {fp8_widen::e4m3_to_16<5>(b), fp8_widen::e4m3_to_16<8>(b), fp8_widen::e5m2_to_f16(b),
+                             fp8_widen::e5m2_to_bf16(b)};
+    const float got_f[4] = {f16_to_float(Float16{got[0]}), bf16_to_float(BFloat16{got[1]}),
+                            f16_to_float(Float16{got[2]}), bf16_to_float(BFloat16{got[3]})};
+    const float want[4] = {e4, e4, e5, e5};
+    for (int k = 0; k < 4; ++k) {
+      if (std::isnan(want[k])) {
+        EXPECT_TRUE(std::isnan(got_f[k])) << "code " << b << " form " << k;
+        EXPECT_EQ(std::signbit(got_f[k]), std::signbit(want[k])) << "code " << b << " form " << k;
+      } else {
+        EXPECT_EQ(float_to_bits(got_f[k]), float_to_bits(want[k])) << "code " << b << " form " << k;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fp8kit::ops
