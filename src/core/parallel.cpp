@@ -135,4 +135,21 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   });
 }
 
+void parallel_for_at_most(int max_threads, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  const int pool_threads = num_threads();
+  if (max_threads <= 0 || max_threads >= pool_threads) return parallel_for(n, grain, fn);
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  if (t_inside_parallel || max_threads == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  const int64_t chunk = std::max(grain, (n + max_threads - 1) / max_threads);
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  pool().run(chunks, [&](int64_t i) {
+    const int64_t begin = i * chunk;
+    fn(begin, std::min(n, begin + chunk));
+  });
+}
+
 }  // namespace fp8kit

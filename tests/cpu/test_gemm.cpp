@@ -3,6 +3,7 @@
 // the unquantized product, b's two layouts, every scaling, bias, output dtypes, and the errors.
 #include <gtest/gtest.h>
 
+#include "cpu_backend_scope.h"
 #include "expect_error.h"
 #include "fp8kit/ops/gemm.h"
 #include "fp8kit/ops/quant.h"
@@ -98,6 +99,7 @@ TEST(GemmRef, ExactOnIntegerGridsForEveryScaling) {
 // these shapes was 1.5e-7, so 1e-5 leaves a ~70x margin and still catches any dropped or doubled
 // term.
 TEST(GemmRef, MatchesFp64OnRandomOperands) {
+  const testing::ScopedCpuBackend reference(CpuBackend::kReference);  // the fast backend: test_gemm_cpu.cpp
   for (uint32_t seed = 0; seed < 4; ++seed) {
     std::mt19937 rng(seed);
     for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {3, 127, 129}, {129, 3, 640}, {16, 256, 4096}}) {

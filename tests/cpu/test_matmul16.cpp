@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu_backend_scope.h"
 #include "expect_error.h"
 #include "fp8kit/ops/gemm.h"
 #include "test_linear_util.h"
@@ -50,6 +51,7 @@ TEST(Matmul16, HandComputed) {
 }
 
 TEST(Matmul16, OneRoundingOfTheExactSum) {
+  const testing::ScopedCpuBackend reference(CpuBackend::kReference);  // the reference's property
   // 1 + 2^-8 + 2^-40 lies just above the bf16 midpoint between 1 and 1 + 2^-7: rounded once it
   // is 1 + 2^-7; rounded to f32 first (1 + 2^-8, a tie) and then to bf16 it would be 1.
   const Tensor x = make({1, 1, 1}, {1, 3}, DType::kBF16);
@@ -66,6 +68,7 @@ double half_ulp(double v, DType dtype) {
 }
 
 TEST(Matmul16, RandomAgainstFp64) {
+  const testing::ScopedCpuBackend reference(CpuBackend::kReference);  // the fast backend: test_gemm_cpu.cpp
   std::mt19937 rng(42);
   for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
     for (auto [m, n, k] : {std::tuple{1, 1, 1}, std::tuple{3, 127, 129}, std::tuple{17, 64, 256}}) {

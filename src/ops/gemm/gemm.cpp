@@ -3,6 +3,7 @@
 // tests/cpu/test_gemm.cpp (errors, layouts) and tests/gpu/test_gemm_cuda.cpp.
 #include "fp8kit/ops/gemm.h"
 
+#include "ops/gemm/gemm_cpu.h"  // CPU backend: scaled_mm_cpu (reference or fast, by plan)
 #include "ops/gemm/gemm_cuda.h"
 #include "ops/gemm/gemm_ref.h"
 #include "ops/op_checks.h"
@@ -117,7 +118,7 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b_in, const Tensor& scale_a, con
   args.out_dtype = out_dtype;
   args.fast_accum = options.fast_accum && !options.block;
   if (m == 0 || n == 0) return out;
-  route(kOp, a.device(), args, scaled_mm_ref, scaled_mm_cuda, options.stream);
+  route(kOp, a.device(), args, scaled_mm_cpu, scaled_mm_cuda, options.stream);
   return out;
 }
 

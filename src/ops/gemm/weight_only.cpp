@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "fp8kit/ops/gemm.h"
+#include "ops/gemm/gemm_cpu.h"  // CPU backend: weight_only_mm_cpu (reference or fast, by plan)
 #include "ops/gemm/weight_only_cuda.h"
 #include "ops/gemm/weight_only_ref.h"
 #include "ops/op_checks.h"
@@ -92,7 +93,7 @@ Tensor weight_only_mm(const Tensor& x, const Tensor& w_in, const Tensor& w_scale
     FP8KIT_CHECK_ARG(forced.empty() || forced == "cuda_core" || forced == "tiled",
                      "FP8KIT_WEIGHT_ONLY_GEMM={}: expected cuda_core or tiled", forced);
   }
-  route(kOp, x.device(), args, weight_only_mm_ref, weight_only_mm_cuda, options.stream);
+  route(kOp, x.device(), args, weight_only_mm_cpu, weight_only_mm_cuda, options.stream);
   return out;
 }
 
