@@ -50,8 +50,11 @@ inline float lane_tree(const float* l) { return ((l[0] + l[1]) + (l[2] + l[3])) 
 // e4m3fn codes in B's decode domain: value * 2^-8 (what the F16C decode gives: the code's bits
 // placed into an f16 whose exponent bias is 8 larger, exact for subnormals too). NaN codes give
 // +-1.875 there (the F16C form cannot tell them apart); they are flagged and their outputs set
-// to NaN (mark_nan_rows).
-inline constexpr float kFp8DecodeUnit = 256.0f;  // true value = decode-domain value * 256
+// to NaN (mark_nan_rows). So that products keep their true magnitude (tiny activations times
+// 2^-8 would fall into f32 subnormals and lose bits), each activation row is scaled by 2^8 when
+// that cannot overflow (every finite |a| < 2^120; always for FP8 activations), and the row's
+// partials by 2^8 otherwise: row_unit.
+inline constexpr float kFp8DecodeUnit = 256.0f;
 
 inline const float* e4m3_decode_domain_table() {
   static const std::array<float, 256> table = [] {
@@ -110,13 +113,14 @@ inline float decode_b_element(const uint8_t* row, Operand t, int64_t e) {
   return t == Operand::kE4M3 ? e4m3_decode_domain_table()[row[e]] : widen(row, t, e);
 }
 
-inline float b_unit(Operand t) { return t == Operand::kE4M3 ? kFp8DecodeUnit : 1.0f; }
 
 inline int64_t a_row(const GemmProblem& p, int64_t i) { return p.a_rows != nullptr ? p.a_rows[i] : i; }
 inline int64_t out_row(const GemmProblem& p, int64_t i) { return p.out_rows != nullptr ? p.out_rows[i] : i; }
 
-// Rows [i0, i1) of A as exact f32 (NaN codes stay NaN) into dst, row stride ld >= k, zeros past k.
-inline void convert_a_rows(const GemmProblem& p, int64_t i0, int64_t i1, float* dst, int64_t ld) {
+// Rows [i0, i1) of A as exact f32 (NaN codes stay NaN) into dst, row stride ld >= k, zeros past k;
+// for an FP8 B scaled by 2^8 where that is exact, with the factor its partials still need in
+// unit[i - i0] (1 or 2^8; always 1 for other B types).
+inline void convert_a_rows(const GemmProblem& p, int64_t i0, int64_t i1, float* dst, int64_t ld, float* unit) {
   for (int64_t i = i0; i < i1; ++i) {
     const uint8_t* src = row_ptr(p.a, p.a_type, a_row(p, i), p.lda);
     float* d = dst + (i - i0) * ld;
@@ -129,6 +133,18 @@ inline void convert_a_rows(const GemmProblem& p, int64_t i0, int64_t i1, float* 
       for (int64_t e = 0; e < p.k; ++e) d[e] = widen(src, p.a_type, e);
     }
     for (int64_t e = p.k; e < ld; ++e) d[e] = 0.0f;
+    unit[i - i0] = 1.0f;
+    if (p.b_type != Operand::kE4M3) continue;
+    float amax = 0.0f;
+    for (int64_t e = 0; e < p.k; ++e) {
+      const float v = std::fabs(d[e]);
+      if (v != std::numeric_limits<float>::infinity()) amax = std::fmax(amax, v);  // fmax ignores NaN
+    }
+    if (amax < 0x1p120f) {
+      for (int64_t e = 0; e < p.k; ++e) d[e] *= kFp8DecodeUnit;  // exact
+    } else {
+      unit[i - i0] = kFp8DecodeUnit;
+    }
   }
 }
 
@@ -157,14 +173,15 @@ struct EpilogueScratch {
   }
 };
 
-// tot[i, j] joins the partials of chunk c for outputs (i0 + i, j0 + j), i < rows, j < cols.
-// The same per-element arithmetic whichever loop order runs (the longer dimension innermost).
+// tot[i, j] joins the partials of chunk c for outputs (i0 + i, j0 + j), i < rows, j < cols;
+// unit[i]: the power of two row i's partials still need (convert_a_rows). The same per-element
+// arithmetic whichever loop order runs (the longer dimension innermost).
 inline void combine_chunk(const GemmProblem& p, int64_t c, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                          const float* part, int64_t part_ld, float* tot, int64_t tot_ld, float unit,
+                          const float* part, int64_t part_ld, float* tot, int64_t tot_ld, const float* unit,
                           const EpilogueScratch& s) {
   if (p.combine == Combine::kSum) {
     for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t j = 0; j < cols; ++j) tot[i * tot_ld + j] = tot[i * tot_ld + j] + part[i * part_ld + j] * unit;
+      for (int64_t j = 0; j < cols; ++j) tot[i * tot_ld + j] = tot[i * tot_ld + j] + part[i * part_ld + j] * unit[i];
     }
     return;
   }
@@ -179,14 +196,14 @@ inline void combine_chunk(const GemmProblem& p, int64_t c, int64_t i0, int64_t r
       for (int64_t i = 0; i < rows; ++i) {
         for (int64_t j = 0; j < cols; ++j) {
           float& t = tot[i * tot_ld + j];
-          t = op(t, part[i * part_ld + j] * unit, sa[i], sb[j]);  // * unit: exact, a power of two
+          t = op(t, part[i * part_ld + j] * unit[i], sa[i], sb[j]);  // * unit: exact, a power of two
         }
       }
     } else {
       for (int64_t j = 0; j < cols; ++j) {
         for (int64_t i = 0; i < rows; ++i) {
           float& t = tot[i * tot_ld + j];
-          t = op(t, part[i * part_ld + j] * unit, sa[i], sb[j]);
+          t = op(t, part[i * part_ld + j] * unit[i], sa[i], sb[j]);
         }
       }
     }
@@ -327,9 +344,8 @@ GemvFn gemv_fn(Operand b, int64_t m, int r) {
 // every weight row of the block passes: per output the chunks still combine in k order.
 template <class K>
 void gemv_columns(const GemmProblem& p, GemvFn group, GemvFn single, int r, int64_t j0, int64_t cols, const float* a,
-                  int64_t lda, int64_t slice, float* partial, float* tot, const EpilogueScratch& es) {
+                  int64_t lda, const float* unit, int64_t slice, float* partial, float* tot, const EpilogueScratch& es) {
   const int64_t chunk = p.chunk();
-  const float unit = b_unit(p.b_type);
   const int64_t elem = operand_size(p.b_type);
   std::fill(tot, tot + p.m * cols, 0.0f);
   uint8_t nan[kEpilogueCols] = {};
@@ -362,7 +378,8 @@ template <class K>
 void run_gemv(const GemmProblem& p, const GemmPlan& plan) {
   const int64_t lda = padded_ld(p.k);
   float* a = scratch<0>(size_t(p.m * lda));
-  convert_a_rows(p, 0, p.m, a, lda);
+  float* unit = scratch<6>(size_t(p.m));
+  convert_a_rows(p, 0, p.m, a, lda, unit);
   const int r = gemv_rows_per_call(p.m);
   const GemvFn group = gemv_fn<K>(p.b_type, p.m, r), single = gemv_fn<K>(p.b_type, p.m, 1);
   const int64_t blocks = (p.n + kEpilogueCols - 1) / kEpilogueCols;
@@ -378,7 +395,7 @@ void run_gemv(const GemmProblem& p, const GemmPlan& plan) {
     const EpilogueScratch es = EpilogueScratch::get(p.m, kEpilogueCols);
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t j0 = b * kEpilogueCols;
-      gemv_columns<K>(p, group, single, r, j0, std::min(kEpilogueCols, p.n - j0), a, lda, slice, partial, tot, es);
+      gemv_columns<K>(p, group, single, r, j0, std::min(kEpilogueCols, p.n - j0), a, lda, unit, slice, partial, tot, es);
     }
   });
 }
@@ -407,7 +424,8 @@ struct DecodeArgs {
 
 // One task: rows [i0, i0 + rows) of A and [j0, j0 + cols) of B over all of K.
 template <class K>
-void panel_task(const GemmProblem& p, const float* a, int64_t lda, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+void panel_task(const GemmProblem& p, const float* a, int64_t lda, const float* unit, int64_t i0, int64_t rows, int64_t j0,
+                int64_t cols) {
   const int64_t chunk = p.chunk(), chunks = p.num_chunks();
   const int64_t rows3 = round_up(rows, 3), cols4 = round_up(cols, 4);
   const int64_t ldbp = padded_ld(std::min(chunk, p.k));
@@ -418,7 +436,6 @@ void panel_task(const GemmProblem& p, const float* a, int64_t lda, int64_t i0, i
   const EpilogueScratch es = EpilogueScratch::get(rows, cols4);
   uint8_t nan[256] = {};
   std::fill(bp + cols * ldbp, bp + cols4 * ldbp, 0.0f);  // padding rows of the panel
-  const float unit = b_unit(p.b_type);
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t k0 = c * chunk, len = std::min(chunk, p.k - k0), len8 = round_up(len, 8);
     DecodeArgs d;
@@ -443,7 +460,7 @@ void panel_task(const GemmProblem& p, const float* a, int64_t lda, int64_t i0, i
         K::tile(t);
       }
     }
-    combine_chunk(p, c, i0, rows, j0, cols, part, cols4, tot, cols4, unit, es);
+    combine_chunk(p, c, i0, rows, j0, cols, part, cols4, tot, cols4, unit + i0, es);
   }
   bool any_nan = false;
   for (int64_t j = 0; j < cols; ++j) any_nan = any_nan || nan[j] != 0;
@@ -455,8 +472,9 @@ void run_panel(const GemmProblem& p, const GemmPlan& plan) {
   // Two zero rows past M: the last 3-row tile of a task may reach them.
   const int64_t lda = padded_ld(p.k);
   float* a = scratch<0>(size_t((p.m + 2) * lda));
+  float* unit = scratch<6>(size_t(p.m));
   parallel_for_at_most(plan.threads, p.m, std::max<int64_t>(1, 8192 / lda),
-                       [&](int64_t i0, int64_t i1) { convert_a_rows(p, i0, i1, a + i0 * lda, lda); });
+                       [&](int64_t i0, int64_t i1) { convert_a_rows(p, i0, i1, a + i0 * lda, lda, unit + i0); });
   std::fill(a + p.m * lda, a + (p.m + 2) * lda, 0.0f);
   const int64_t pm = plan.panel_m, pn = std::min<int64_t>(plan.panel_n, 256);
   const int64_t mt = (p.m + pm - 1) / pm, nt = (p.n + pn - 1) / pn;
@@ -464,7 +482,7 @@ void run_panel(const GemmProblem& p, const GemmPlan& plan) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ib = t / nt, jb = t % nt;
       const int64_t i0 = ib * pm, j0 = jb * pn;
-      panel_task<K>(p, a, lda, i0, std::min(pm, p.m - i0), j0, std::min(pn, p.n - j0));
+      panel_task<K>(p, a, lda, unit, i0, std::min(pm, p.m - i0), j0, std::min(pn, p.n - j0));
     }
   });
 }

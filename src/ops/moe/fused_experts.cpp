@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "fp8kit/ops/moe_experts.h"
+#include "ops/moe/fused_experts_cpu.h"  // CPU backend: fast pipeline or reference, by plan
 #include "ops/moe/fused_experts_cuda.h"
 #include "ops/moe/fused_experts_ref.h"
 #include "ops/op_checks.h"
@@ -201,7 +202,7 @@ Tensor fused_experts(const Tensor& hidden_states, const Tensor& w1, const Tensor
     a.out.fill_bytes_(0, options.stream);
     return a.out;
   }
-  route(kOp, hidden_states.device(), a, fused_experts_ref, fused_experts_cuda, options.stream);
+  route(kOp, hidden_states.device(), a, fused_experts_cpu, fused_experts_cuda, options.stream);
   return a.out;
 }
 
