@@ -175,27 +175,31 @@ struct Avx2Kernels {
   }
 
   static void tile(const TileArgs& t) {
-    __m256 c[3][4];
-#pragma GCC unroll 3
-    for (int i = 0; i < 3; ++i) {
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) c[i][j] = _mm256_setzero_ps();
-    }
     const float* a0 = t.a;
     const float* a1 = t.a + t.lda;
     const float* a2 = t.a + 2 * t.lda;
-    for (int64_t kk = 0; kk < t.len; kk += 8) {
-      const __m256 x0 = _mm256_loadu_ps(a0 + kk), x1 = _mm256_loadu_ps(a1 + kk), x2 = _mm256_loadu_ps(a2 + kk);
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m256 b = _mm256_loadu_ps(t.b + j * t.ldb + kk);
-        c[0][j] = _mm256_fmadd_ps(b, x0, c[0][j]);
-        c[1][j] = _mm256_fmadd_ps(b, x1, c[1][j]);
-        c[2][j] = _mm256_fmadd_ps(b, x2, c[2][j]);
-      }
-    }
+    float* out = t.out;
+    for (int64_t c0 = 0; c0 < t.len; c0 += t.chunk, out += t.chunk_stride) {
+      const int64_t c1 = std::min(t.len, c0 + t.chunk);
+      __m256 c[3][4];
 #pragma GCC unroll 3
-    for (int i = 0; i < 3; ++i) _mm_storeu_ps(t.out + i * t.ldo, hsum4(c[i][0], c[i][1], c[i][2], c[i][3]));
+      for (int i = 0; i < 3; ++i) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) c[i][j] = _mm256_setzero_ps();
+      }
+      for (int64_t kk = c0; kk < c1; kk += 8) {
+        const __m256 x0 = _mm256_loadu_ps(a0 + kk), x1 = _mm256_loadu_ps(a1 + kk), x2 = _mm256_loadu_ps(a2 + kk);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const __m256 b = _mm256_loadu_ps(t.b + j * t.ldb + kk);
+          c[0][j] = _mm256_fmadd_ps(b, x0, c[0][j]);
+          c[1][j] = _mm256_fmadd_ps(b, x1, c[1][j]);
+          c[2][j] = _mm256_fmadd_ps(b, x2, c[2][j]);
+        }
+      }
+#pragma GCC unroll 3
+      for (int i = 0; i < 3; ++i) _mm_storeu_ps(out + i * t.ldo, hsum4(c[i][0], c[i][1], c[i][2], c[i][3]));
+    }
   }
 
   template <Operand B>

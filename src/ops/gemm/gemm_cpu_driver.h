@@ -175,7 +175,7 @@ struct EpilogueScratch {
 
 // tot[i, j] joins the partials of chunk c for outputs (i0 + i, j0 + j), i < rows, j < cols;
 // unit[i]: the power of two row i's partials still need (convert_a_rows). The same per-element
-// arithmetic whichever loop order runs (the longer dimension innermost).
+// arithmetic whichever loop order runs.
 inline void combine_chunk(const GemmProblem& p, int64_t c, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                           const float* part, int64_t part_ld, float* tot, int64_t tot_ld, const float* unit,
                           const EpilogueScratch& s) {
@@ -192,7 +192,7 @@ inline void combine_chunk(const GemmProblem& p, int64_t c, int64_t i0, int64_t r
   }
   for (int64_t j = 0; j < cols; ++j) sb[j] = p.block_sb[((j0 + j) / p.block_n) * p.block_sb_row + c * p.block_sb_chunk];
   auto run = [&](auto op) {
-    if (cols >= rows) {
+    if (cols >= 8 || cols >= rows) {  // contiguous columns innermost; a GEMV's few columns: rows
       for (int64_t i = 0; i < rows; ++i) {
         for (int64_t j = 0; j < cols; ++j) {
           float& t = tot[i * tot_ld + j];
@@ -407,9 +407,10 @@ struct TileArgs {
   int64_t lda = 0;
   const float* b = nullptr;  // 4 rows of the decoded panel, stride ldb
   int64_t ldb = 0;
-  int64_t len = 0;     // a multiple of 8
-  float* out = nullptr;  // [3][4] with row stride ldo, decode domain
-  int64_t ldo = 0;
+  int64_t len = 0;    // a multiple of 8: ceil(len / chunk) chunks, the last possibly short
+  int64_t chunk = 0;  // a multiple of 8
+  float* out = nullptr;  // chunk q's [3][4] at out + q * chunk_stride, row stride ldo; decode domain
+  int64_t ldo = 0, chunk_stride = 0;
 };
 
 struct DecodeArgs {
@@ -422,22 +423,25 @@ struct DecodeArgs {
   uint8_t* nan = nullptr;  // [rows], OR-ed with 1 where a row holds an FP8 NaN code
 };
 
-// One task: rows [i0, i0 + rows) of A and [j0, j0 + cols) of B over all of K.
+// One task: rows [i0, i0 + rows) of A and [j0, j0 + cols) of B over all of K, in slices of whole
+// chunks (about 512 of K) decoded once for every row of the task.
 template <class K>
 void panel_task(const GemmProblem& p, const float* a, int64_t lda, const float* unit, int64_t i0, int64_t rows, int64_t j0,
                 int64_t cols) {
-  const int64_t chunk = p.chunk(), chunks = p.num_chunks();
+  const int64_t chunk = p.chunk();
+  const int64_t per_slice = std::max<int64_t>(1, 512 / chunk), slice = per_slice * chunk;
   const int64_t rows3 = round_up(rows, 3), cols4 = round_up(cols, 4);
-  const int64_t ldbp = padded_ld(std::min(chunk, p.k));
+  const int64_t ldbp = padded_ld(std::min(slice, p.k));
   float* bp = scratch<3>(size_t(cols4 * ldbp));
-  float* part = scratch<4>(size_t(rows3 * cols4));
+  const int64_t part_chunk = rows3 * cols4;
+  float* part = scratch<4>(size_t(per_slice * part_chunk));
   float* tot = scratch<5>(size_t(rows * cols4));
   std::fill(tot, tot + rows * cols4, 0.0f);
   const EpilogueScratch es = EpilogueScratch::get(rows, cols4);
   uint8_t nan[256] = {};
   std::fill(bp + cols * ldbp, bp + cols4 * ldbp, 0.0f);  // padding rows of the panel
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t k0 = c * chunk, len = std::min(chunk, p.k - k0), len8 = round_up(len, 8);
+  for (int64_t k0 = 0; k0 < p.k; k0 += slice) {
+    const int64_t len = std::min(slice, p.k - k0), len8 = round_up(len, 8);
     DecodeArgs d;
     d.b = row_ptr(p.b, p.b_type, j0, p.ldb) + k0 * operand_size(p.b_type);
     d.ldb_bytes = p.ldb * operand_size(p.b_type);
@@ -455,12 +459,16 @@ void panel_task(const GemmProblem& p, const float* a, int64_t lda, const float* 
         t.b = bp + jr * ldbp;
         t.ldb = ldbp;
         t.len = len8;
+        t.chunk = chunk;
         t.out = part + ir * cols4 + jr;
         t.ldo = cols4;
+        t.chunk_stride = part_chunk;
         K::tile(t);
       }
     }
-    combine_chunk(p, c, i0, rows, j0, cols, part, cols4, tot, cols4, unit + i0, es);
+    for (int64_t q = 0; q * chunk < len; ++q) {
+      combine_chunk(p, k0 / chunk + q, i0, rows, j0, cols, part + q * part_chunk, cols4, tot, cols4, unit + i0, es);
+    }
   }
   bool any_nan = false;
   for (int64_t j = 0; j < cols; ++j) any_nan = any_nan || nan[j] != 0;

@@ -48,18 +48,22 @@ struct PortableKernels {
   }
 
   static void tile(const TileArgs& t) {
-    float acc[3][4][8] = {};
-    for (int64_t kk = 0; kk < t.len; kk += 8) {
-      for (int j = 0; j < 4; ++j) {
-        const float* bj = t.b + j * t.ldb + kk;
-        for (int i = 0; i < 3; ++i) {
-          const float* ai = t.a + i * t.lda + kk;
-          for (int l = 0; l < 8; ++l) acc[i][j][l] = acc[i][j][l] + bj[l] * ai[l];
+    float* out = t.out;
+    for (int64_t c0 = 0; c0 < t.len; c0 += t.chunk, out += t.chunk_stride) {
+      const int64_t c1 = std::min(t.len, c0 + t.chunk);
+      float acc[3][4][8] = {};
+      for (int64_t kk = c0; kk < c1; kk += 8) {
+        for (int j = 0; j < 4; ++j) {
+          const float* bj = t.b + j * t.ldb + kk;
+          for (int i = 0; i < 3; ++i) {
+            const float* ai = t.a + i * t.lda + kk;
+            for (int l = 0; l < 8; ++l) acc[i][j][l] = acc[i][j][l] + bj[l] * ai[l];
+          }
         }
       }
-    }
-    for (int i = 0; i < 3; ++i) {
-      for (int j = 0; j < 4; ++j) t.out[i * t.ldo + j] = lane_tree(acc[i][j]);
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 4; ++j) out[i * t.ldo + j] = lane_tree(acc[i][j]);
+      }
     }
   }
 
