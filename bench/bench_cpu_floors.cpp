@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <vector>
 
@@ -22,6 +23,13 @@ namespace fp8kit::bench {
 namespace {
 
 std::atomic<uint64_t> g_sink{0};
+double g_last_wall = 0, g_last_cpu = 0;
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* p, size_t bytes) {
@@ -88,6 +96,8 @@ float fma_chains_portable(int64_t iterations) {
 double median_seconds(const std::function<void()>& fn, int runs, double min_sample_s) {
   using clock = std::chrono::steady_clock;
   fn();  // warm-up
+  const auto wall0 = clock::now();
+  const double cpu0 = process_cpu_seconds();
   std::vector<double> samples;
   for (int r = 0; r < runs; ++r) {
     int64_t reps = 0;
@@ -100,14 +110,18 @@ double median_seconds(const std::function<void()>& fn, int runs, double min_samp
     } while (elapsed < min_sample_s);
     samples.push_back(elapsed / double(reps));
   }
+  g_last_wall = std::chrono::duration<double>(clock::now() - wall0).count();
+  g_last_cpu = process_cpu_seconds() - cpu0;
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
 }
 
+double last_cpu_share(int threads) { return g_last_wall > 0 ? g_last_cpu / (g_last_wall * threads) : 0.0; }
+
 double read_bandwidth_gbs(size_t bytes, int copies, int threads) {
   std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(copies));
   for (auto& b : buffers) b.assign(bytes, uint8_t(1));
-  const bool avx2 = best_cpu_isa() == CpuIsa::kAvx2;
+  const bool avx2 = best_cpu_isa() >= CpuIsa::kAvx2;
   int call = 0;
   const int64_t parts = std::max<int64_t>(1, int64_t(bytes / 4096));
   const double s = median_seconds([&] {
@@ -125,7 +139,7 @@ double read_bandwidth_gbs(size_t bytes, int copies, int threads) {
 }
 
 double fma_peak_gflops(int threads) {
-  const bool avx2 = best_cpu_isa() == CpuIsa::kAvx2;
+  const bool avx2 = best_cpu_isa() >= CpuIsa::kAvx2;
   const int64_t iterations = 1 << 22;
   std::atomic<float> sink{0};
   const double s = median_seconds(

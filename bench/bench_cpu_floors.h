@@ -16,6 +16,10 @@ namespace fp8kit::bench {
 // `min_sample_s` passed and divides by the repetitions.
 double median_seconds(const std::function<void()>& fn, int runs = 7, double min_sample_s = 0.02);
 
+// The share of `threads` cores the process got during the last median_seconds: process CPU
+// time / (wall time * threads). Below ~0.9 other work on the machine took cores from the run.
+double last_cpu_share(int threads);
+
 // Reads `bytes` bytes (32-byte vector loads, XOR-accumulated so nothing is optimized away) from
 // copy (call % copies) of a set of buffers, split over `threads` threads as the GEMV splits
 // its weights. Returns GB/s (1e9 bytes/s) of one buffer's bytes per call.

@@ -5,7 +5,8 @@
 // the same run; for W8A8 (per-tensor, per-token x per-channel, 128x128 blocks), W8A16 (bf16
 // activations) and BF16, on SmolLM2-135M's and Llama-3-8B's layer shapes. Every kernel is first
 // verified against the reference on a 64-column slice (the engine's columns do not depend on
-// each other, so the slice's bits must equal the full run's). Each row carries the load average.
+// each other, so the slice's bits must equal the full run's). Each row carries the load average
+// and the share of the cores the run got (kernel / floor).
 //   bench_cpu_gemm [--threads T] [--decode-only | --prefill-only] [--quick]
 #include <algorithm>
 #include <cmath>
@@ -151,8 +152,8 @@ int copies_for(size_t bytes) { return int(std::clamp<size_t>((size_t(192) << 20)
 
 void decode_table(int threads, bool quick) {
   std::printf("\n### Decode GEMV, %d threads: GB/s of weights vs the read bandwidth of the same bytes\n\n", threads);
-  std::printf("| layer | N x K | kernel | M | us | weight GB/s | read GB/s | ratio | load |\n");
-  std::printf("|---|---|---|---:|---:|---:|---:|---:|---|\n");
+  std::printf("| layer | N x K | kernel | M | us | weight GB/s | read GB/s | ratio | cpu share | load |\n");
+  std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
   std::mt19937 rng(1);
   for (const Shape2& s : kShapes) {
     for (Kind kind : {Kind::kTokenChannel, Kind::kBlock, Kind::kW8A16, Kind::kBF16}) {
@@ -160,6 +161,7 @@ void decode_table(int threads, bool quick) {
       const size_t bytes = size_t(s.n * s.k) * (kind == Kind::kBF16 ? 2 : 1);
       const int copies = copies_for(bytes);
       const double read = read_bandwidth_gbs(bytes, copies, threads);
+      const double read_share = last_cpu_share(threads);
       for (int64_t m : {1, 2, 4, 8}) {
         Problem p{kind, m, s.n, s.k, copies, {}, {}, {}, {}, {}};
         fill(p, rng);
@@ -172,9 +174,9 @@ void decode_table(int threads, bool quick) {
         int call = 0;
         const double sec = median_seconds([&] { run(p, call++ % copies, p.n, p.out.data(), false, threads); });
         const double gbs = double(bytes) / sec * 1e-9;
-        std::printf("| %s | %lldx%lld | %s | %lld | %.1f | %.2f | %.2f | %.2f | %s |\n", s.model, (long long)s.n,
-                    (long long)s.k, kind_name(kind), (long long)m, sec * 1e6, gbs, read, gbs / read,
-                    load_average().c_str());
+        std::printf("| %s | %lldx%lld | %s | %lld | %.1f | %.2f | %.2f | %.2f | %.2f / %.2f | %s |\n", s.model,
+                    (long long)s.n, (long long)s.k, kind_name(kind), (long long)m, sec * 1e6, gbs, read, gbs / read,
+                    last_cpu_share(threads), read_share, load_average().c_str());
         std::fflush(stdout);
       }
     }
@@ -183,10 +185,10 @@ void decode_table(int threads, bool quick) {
 
 void prefill_table(int threads, bool quick) {
   const double peak = fma_peak_gflops(threads);
-  std::printf("\n### Prefill GEMM, %d threads: GFLOP/s vs the f32 FMA peak (%.1f GFLOP/s, %s)\n\n", threads, peak,
-              load_average().c_str());
-  std::printf("| layer | N x K | kernel | M | ms | GFLOP/s | of peak | load |\n");
-  std::printf("|---|---|---|---:|---:|---:|---:|---|\n");
+  std::printf("\n### Prefill GEMM, %d threads: GFLOP/s vs the f32 FMA peak (%.1f GFLOP/s, cpu share %.2f, %s)\n\n",
+              threads, peak, last_cpu_share(threads), load_average().c_str());
+  std::printf("| layer | N x K | kernel | M | ms | GFLOP/s | of peak | cpu share | load |\n");
+  std::printf("|---|---|---|---:|---:|---:|---:|---:|---|\n");
   std::mt19937 rng(2);
   for (const Shape2& s : kShapes) {
     for (Kind kind : {Kind::kPerTensor, Kind::kTokenChannel, Kind::kBlock, Kind::kW8A16, Kind::kBF16}) {
@@ -202,9 +204,9 @@ void prefill_table(int threads, bool quick) {
         }
         const double sec = median_seconds([&] { run(p, 0, p.n, p.out.data(), false, threads); }, 3, 0.0);
         const double gflops = 2.0 * double(m * s.n * s.k) / sec * 1e-9;
-        std::printf("| %s | %lldx%lld | %s | %lld | %.2f | %.1f | %.2f | %s |\n", s.model, (long long)s.n,
+        std::printf("| %s | %lldx%lld | %s | %lld | %.2f | %.1f | %.2f | %.2f | %s |\n", s.model, (long long)s.n,
                     (long long)s.k, kind_name(kind), (long long)m, sec * 1e3, gflops, gflops / peak,
-                    load_average().c_str());
+                    last_cpu_share(threads), load_average().c_str());
         std::fflush(stdout);
       }
     }

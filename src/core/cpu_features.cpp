@@ -37,6 +37,7 @@ CpuFeatures detect() {
     f.avx512f = (b >> 16) & 1;
     f.avx512bw = (b >> 30) & 1;
     f.avx512vl = (b >> 31) & 1;
+    f.avx512vbmi = (c >> 1) & 1;
     f.avx512_fp16 = (d >> 23) & 1;
     unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
     __cpuid_count(7, 1, a1, b1, c1, d1);
@@ -56,14 +57,16 @@ const CpuFeatures& cpu_features() {
 }
 
 CpuIsa best_cpu_isa(const CpuFeatures& f) {
-  if (f.avx2 && f.fma && f.f16c) return CpuIsa::kAvx2;
-  return CpuIsa::kPortable;
+  if (!(f.avx2 && f.fma && f.f16c)) return CpuIsa::kPortable;
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512vbmi && f.avx512_bf16) return CpuIsa::kAvx512Bf16;
+  return CpuIsa::kAvx2;
 }
 
 std::string_view cpu_isa_name(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kPortable: return "portable";
     case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512Bf16: return "avx512-bf16";
   }
   return "?";
 }

@@ -34,7 +34,7 @@ struct NamedPlan {
 inline std::vector<NamedPlan> plans_for(int64_t m) {
   std::vector<NamedPlan> out;
   std::vector<GemmKernel> kernels = {GemmKernel::kPortable};
-  if (best_cpu_isa() == CpuIsa::kAvx2) kernels.push_back(GemmKernel::kAvx2);
+  if (best_cpu_isa() >= CpuIsa::kAvx2) kernels.push_back(GemmKernel::kAvx2);
   for (GemmKernel kernel : kernels) {
     const std::string family(ops::cpu::gemm_kernel_name(kernel));
     for (int threads : {1, 2}) {

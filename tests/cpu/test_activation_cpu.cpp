@@ -23,7 +23,7 @@ namespace {
 class ActivationCpu : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (best_cpu_isa() != CpuIsa::kAvx2) GTEST_SKIP() << "no AVX2: the reference is the only CPU path";
+    if (best_cpu_isa() < CpuIsa::kAvx2) GTEST_SKIP() << "no AVX2: the reference is the only CPU path";
   }
 };
 

@@ -192,7 +192,7 @@ TEST(GemmCpu, ScaledMmGemvAndPanelGiveTheSameBits) {
     for (int64_t m = 1; m <= 8; ++m) {
       const MmCase c = make_case(m, 37, s == Scaling::kBlock128 ? 1152 : 1100, s, DType::kF32, true, false, rng);
       for (GemmKernel kernel : {GemmKernel::kPortable, GemmKernel::kAvx2}) {
-        if (kernel == GemmKernel::kAvx2 && best_cpu_isa() != CpuIsa::kAvx2) continue;
+        if (kernel == GemmKernel::kAvx2 && best_cpu_isa() < CpuIsa::kAvx2) continue;
         std::vector<Tensor> results;
         for (const NamedPlan& p : plans_for(m)) {
           if (p.plan.kernel == kernel) results.push_back(run_fast(c, p.plan));

@@ -9,7 +9,7 @@ namespace fp8kit::ops {
 namespace cpu {
 
 void run_silu_and_mul(const ActAndMulArgs& a, const ActivationPlan& plan) {
-  FP8KIT_CHECK(plan.kernel == ActivationKernel::kAvx2Silu && best_cpu_isa() == CpuIsa::kAvx2, ErrorCode::kInternal,
+  FP8KIT_CHECK(plan.kernel == ActivationKernel::kAvx2Silu && best_cpu_isa() >= CpuIsa::kAvx2, ErrorCode::kInternal,
                "run_silu_and_mul: an AVX2 plan needs an AVX2 CPU");
   const size_t es = dtype_size(a.dtype);
   const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(a.d, 1));

@@ -16,7 +16,7 @@ ActivationPlan plan_cpu_activation(const ActivationDesc& d, const Overrides& ove
     plan.reason = "gelu has no fast CPU kernel";
     return plan;
   }
-  if (d.isa != CpuIsa::kAvx2) {
+  if (d.isa < CpuIsa::kAvx2) {
     plan.reason = "no AVX2";
     return plan;
   }

@@ -131,6 +131,15 @@ inline void load32(const uint8_t* p, __m256* w, NanWatch& nan) {
 }
 
 struct Avx2Kernels {
+  using Elem = float;
+  static constexpr int64_t kKAlign = 8;
+  static constexpr int kTileM = 3;
+  static void convert_a(const GemmProblem& p, int64_t i0, int64_t i1, float* dst, int64_t ld, float* unit) {
+    convert_a_rows(p, i0, i1, dst, ld, unit);
+  }
+  static int gemv_rows_per_call(int64_t m) { return gemv_rows_per_call_8(m); }
+  static GemvFn gemv_fn(Operand b, int64_t m, int r) { return gemv_fn_8_any<Avx2Kernels>(b, m, r); }
+
   template <int M, int R, Operand B>
   static void gemv(GemvArgs& g) {
     float* partial = g.partial;
@@ -148,7 +157,7 @@ struct Avx2Kernels {
           load32<B>(g.b + r * g.ldb_bytes + kk * kBytes<B>, w, nan);
 #pragma GCC unroll 8
           for (int m = 0; m < M; ++m) {
-            const float* am = g.a + m * g.lda + kk;
+            const float* am = static_cast<const float*>(g.a) + m * g.lda + kk;
             __m256& c = acc[m * R + r];
             c = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(am), c);
             c = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(am + 8), c);
@@ -163,7 +172,7 @@ struct Avx2Kernels {
           const uint8_t* p = g.b + r * g.ldb_bytes + kk * kBytes<B>;
           const __m256 w = kk + 8 <= k1 ? load8<B>(p, nan) : load8_partial<B>(p, k1 - kk, nan);
 #pragma GCC unroll 8
-          for (int m = 0; m < M; ++m) acc[m * R + r] = _mm256_fmadd_ps(w, _mm256_loadu_ps(g.a + m * g.lda + kk), acc[m * R + r]);
+          for (int m = 0; m < M; ++m) acc[m * R + r] = _mm256_fmadd_ps(w, _mm256_loadu_ps(static_cast<const float*>(g.a) + m * g.lda + kk), acc[m * R + r]);
         }
       }
       int e = 0;
@@ -175,9 +184,10 @@ struct Avx2Kernels {
   }
 
   static void tile(const TileArgs& t) {
-    const float* a0 = t.a;
-    const float* a1 = t.a + t.lda;
-    const float* a2 = t.a + 2 * t.lda;
+    const float* a0 = static_cast<const float*>(t.a);
+    const float* a1 = a0 + t.lda;
+    const float* a2 = a0 + 2 * t.lda;
+    const float* tb = static_cast<const float*>(t.b);
     float* out = t.out;
     for (int64_t c0 = 0; c0 < t.len; c0 += t.chunk, out += t.chunk_stride) {
       const int64_t c1 = std::min(t.len, c0 + t.chunk);
@@ -191,7 +201,7 @@ struct Avx2Kernels {
         const __m256 x0 = _mm256_loadu_ps(a0 + kk), x1 = _mm256_loadu_ps(a1 + kk), x2 = _mm256_loadu_ps(a2 + kk);
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
-          const __m256 b = _mm256_loadu_ps(t.b + j * t.ldb + kk);
+          const __m256 b = _mm256_loadu_ps(tb + j * t.ldb + kk);
           c[0][j] = _mm256_fmadd_ps(b, x0, c[0][j]);
           c[1][j] = _mm256_fmadd_ps(b, x1, c[1][j]);
           c[2][j] = _mm256_fmadd_ps(b, x2, c[2][j]);
@@ -206,7 +216,7 @@ struct Avx2Kernels {
   static void decode_rows(const DecodeArgs& d) {
     for (int64_t r = 0; r < d.rows; ++r) {
       const uint8_t* row = d.b + r * d.ldb_bytes;
-      float* dst = d.dst + r * d.ld;
+      float* dst = static_cast<float*>(d.dst) + r * d.ld;
       NanWatch nan;
       int64_t kk = 0;
       for (; kk + 32 <= d.len; kk += 32) {

@@ -1,15 +1,18 @@
 // The fast CPU GEMM engine's loops, written once and compiled by every kernel family TU
-// (gemm_cpu_portable.cpp, gemm_cpu_avx2.cpp) for its instruction set: everything here has
-// internal linkage, so each family gets its own copy and none leaks into code built for another
-// ISA. A family TU includes this header's dependencies first, then opens its target region, then
-// includes this header and defines its Kernels struct:
-//   gemv<M, R, B>(GemvArgs)  M rows of f32 A times R rows of B (operand B), every K chunk
-//   tile(TileArgs)           3 x 4 outputs of one chunk from f32 A rows and a decoded f32 B panel
-//   decode_b(DecodeArgs)     rows of B to f32 (B's "decode domain": FP8 at 2^-8 of its value)
-// and calls run_gemm<Kernels>. The summation order of a chunk is the same in gemv and tile
-// (8 lanes over k in k order, lane l holding k = 8q + l, then the tree of lane_tree), so
-// the GEMV and panel shapes give the same bits. Reference: gemm_ref.cpp, weight_only_ref.cpp,
-// matmul_16bit_ref.cpp, fused_experts_gemm_ref.cpp; tests: tests/cpu/test_gemm_cpu*.cpp.
+// (gemm_cpu_portable.cpp, gemm_cpu_avx2.cpp, gemm_cpu_avx512.cpp) for its instruction set:
+// everything here has internal linkage, so each family gets its own copy and none leaks into code
+// built for another ISA. A family TU includes this header's dependencies first, then opens its
+// target region, then includes this header and defines its Kernels struct:
+//   Elem                      element of the converted A rows and decoded B panels (f32, bf16 bits)
+//   kKAlign, kTileM           rows padded to a multiple of kKAlign elements; tiles of kTileM x 4
+//   convert_a(...)            rows of A to Elem (convert_a_rows for f32 families)
+//   gemv_rows_per_call(m), gemv_fn(b, m, r)   the GEMV kernels: M rows of A times r rows of B
+//   tile(TileArgs)            kTileM x 4 outputs of whole chunks from A rows and a decoded panel
+//   decode_b(b, DecodeArgs)   rows of B to Elem
+// and calls run_gemm<Kernels>. Within a family the summation order of a chunk is the same in
+// gemv and tile, so the GEMV and panel shapes give the same bits. Reference: gemm_ref.cpp,
+// weight_only_ref.cpp, matmul_16bit_ref.cpp, fused_experts_gemm_ref.cpp; tests:
+// tests/cpu/test_gemm_cpu*.cpp.
 #pragma once
 
 #include <algorithm>
@@ -31,15 +34,19 @@ namespace {
 
 inline int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-// Row stride of an f32 buffer holding `len` elements a row (zero-padded to a multiple of 8): 64
-// bytes more, so that rows of power-of-two lengths do not all fall into the same L1 sets.
-inline int64_t padded_ld(int64_t len) { return round_up(len, 8) + 16; }
+// Row stride of a family's buffer holding `len` elements a row (zero-padded to a multiple of
+// kKAlign): 64 bytes more, so that rows of power-of-two lengths do not all fall into the same L1
+// sets.
+template <class K>
+int64_t padded_ld(int64_t len) {
+  return round_up(len, K::kKAlign) + int64_t(64 / sizeof(typename K::Elem));
+}
 
 // Per-thread scratch that grows to the largest size asked and stays: no allocation per call
 // after the first of a shape.
-template <int kSlot>
-float* scratch(size_t count) {
-  thread_local std::vector<float> buffer;
+template <int kSlot, typename T = float>
+T* scratch(size_t count) {
+  thread_local std::vector<T> buffer;
   if (buffer.size() < count) buffer.resize(count);
   return buffer.data();
 }
@@ -295,7 +302,7 @@ inline void finalize(const GemmProblem& p, int64_t i0, int64_t rows, int64_t j0,
 // --- GEMV: M <= 8 rows of A, weights streamed once -----------------------------------------------
 
 struct GemvArgs {
-  const float* a = nullptr;  // [M][lda] f32 from element k0, zeros from k to lda (a multiple of 8)
+  const void* a = nullptr;  // [M][lda] of the family's Elem from element k0, zeros past k
   int64_t lda = 0;
   const uint8_t* b = nullptr;  // R rows of B's operand type from element k0, row stride ldb_bytes
   int64_t ldb_bytes = 0;
@@ -305,11 +312,13 @@ struct GemvArgs {
 };
 using GemvFn = void (*)(GemvArgs&);
 
-// Rows of B per call for M rows of A: 8 independent accumulators at most.
-inline int gemv_rows_per_call(int64_t m) { return m == 1 ? 8 : m == 2 ? 4 : m <= 4 ? 2 : 1; }
+// The f32 families' GEMV shapes: 8 independent accumulators at most (16 ymm registers).
+inline int gemv_rows_per_call_8(int64_t m) { return m == 1 ? 8 : m == 2 ? 4 : m <= 4 ? 2 : 1; }
 
+// K::gemv<M, R, B> for M rows of A and R rows of B: the shapes of gemv_rows_per_call_8 (R = 1
+// for remainders), for the f32 families.
 template <class K, Operand B>
-GemvFn gemv_fn(int64_t m, int r) {
+GemvFn gemv_fn_8(int64_t m, int r) {
   switch (m * 16 + r) {
     case 1 * 16 + 8: return K::template gemv<1, 8, B>;
     case 1 * 16 + 1: return K::template gemv<1, 1, B>;
@@ -328,12 +337,12 @@ GemvFn gemv_fn(int64_t m, int r) {
 }
 
 template <class K>
-GemvFn gemv_fn(Operand b, int64_t m, int r) {
+GemvFn gemv_fn_8_any(Operand b, int64_t m, int r) {
   switch (b) {
-    case Operand::kE4M3: return gemv_fn<K, Operand::kE4M3>(m, r);
-    case Operand::kBF16: return gemv_fn<K, Operand::kBF16>(m, r);
-    case Operand::kF16: return gemv_fn<K, Operand::kF16>(m, r);
-    case Operand::kF32: return gemv_fn<K, Operand::kF32>(m, r);
+    case Operand::kE4M3: return gemv_fn_8<K, Operand::kE4M3>(m, r);
+    case Operand::kBF16: return gemv_fn_8<K, Operand::kBF16>(m, r);
+    case Operand::kF16: return gemv_fn_8<K, Operand::kF16>(m, r);
+    case Operand::kF32: return gemv_fn_8<K, Operand::kF32>(m, r);
   }
   return nullptr;
 }
@@ -343,8 +352,9 @@ GemvFn gemv_fn(Operand b, int64_t m, int r) {
 // K is walked in slices of whole chunks whose activations (M x slice floats) stay in L1 while
 // every weight row of the block passes: per output the chunks still combine in k order.
 template <class K>
-void gemv_columns(const GemmProblem& p, GemvFn group, GemvFn single, int r, int64_t j0, int64_t cols, const float* a,
-                  int64_t lda, const float* unit, int64_t slice, float* partial, float* tot, const EpilogueScratch& es) {
+void gemv_columns(const GemmProblem& p, GemvFn group, GemvFn single, int r, int64_t j0, int64_t cols,
+                  const typename K::Elem* a, int64_t lda, const float* unit, int64_t slice, float* partial, float* tot,
+                  const EpilogueScratch& es) {
   const int64_t chunk = p.chunk();
   const int64_t elem = operand_size(p.b_type);
   std::fill(tot, tot + p.m * cols, 0.0f);
@@ -376,16 +386,17 @@ void gemv_columns(const GemmProblem& p, GemvFn group, GemvFn single, int r, int6
 
 template <class K>
 void run_gemv(const GemmProblem& p, const GemmPlan& plan) {
-  const int64_t lda = padded_ld(p.k);
-  float* a = scratch<0>(size_t(p.m * lda));
+  using Elem = typename K::Elem;
+  const int64_t lda = padded_ld<K>(p.k);
+  Elem* a = scratch<0, Elem>(size_t(p.m * lda));
   float* unit = scratch<6>(size_t(p.m));
-  convert_a_rows(p, 0, p.m, a, lda, unit);
-  const int r = gemv_rows_per_call(p.m);
-  const GemvFn group = gemv_fn<K>(p.b_type, p.m, r), single = gemv_fn<K>(p.b_type, p.m, 1);
+  K::convert_a(p, 0, p.m, a, lda, unit);
+  const int r = K::gemv_rows_per_call(p.m);
+  const GemvFn group = K::gemv_fn(p.b_type, p.m, r), single = K::gemv_fn(p.b_type, p.m, 1);
   const int64_t blocks = (p.n + kEpilogueCols - 1) / kEpilogueCols;
   // A K slice of whole chunks with M x slice activations in at most 16 KiB (half of L1).
   const int64_t chunk = p.chunk();
-  const int64_t slice = std::max<int64_t>(1, (int64_t(4096) / p.m) / chunk) * chunk;
+  const int64_t slice = std::max<int64_t>(1, (int64_t(16384 / sizeof(Elem)) / p.m) / chunk) * chunk;
   // At least ~64 KiB of weights per hand-off.
   const int64_t grain =
       std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, kEpilogueCols * p.k * operand_size(p.b_type)));
@@ -403,13 +414,13 @@ void run_gemv(const GemmProblem& p, const GemmPlan& plan) {
 // --- Panels: A rows reuse each decoded chunk of B ------------------------------------------------
 
 struct TileArgs {
-  const float* a = nullptr;  // 3 rows, stride lda
+  const void* a = nullptr;  // kTileM rows of Elem, stride lda elements
   int64_t lda = 0;
-  const float* b = nullptr;  // 4 rows of the decoded panel, stride ldb
+  const void* b = nullptr;  // 4 rows of the decoded panel (Elem), stride ldb
   int64_t ldb = 0;
-  int64_t len = 0;    // a multiple of 8: ceil(len / chunk) chunks, the last possibly short
-  int64_t chunk = 0;  // a multiple of 8
-  float* out = nullptr;  // chunk q's [3][4] at out + q * chunk_stride, row stride ldo; decode domain
+  int64_t len = 0;    // a multiple of kKAlign: ceil(len / chunk) chunks, the last possibly short
+  int64_t chunk = 0;  // a multiple of kKAlign
+  float* out = nullptr;  // chunk q's [kTileM][4] at out + q * chunk_stride, row stride ldo
   int64_t ldo = 0, chunk_stride = 0;
 };
 
@@ -418,7 +429,7 @@ struct DecodeArgs {
   int64_t ldb_bytes = 0;
   int64_t rows = 0;
   int64_t len = 0;        // elements of each row from b
-  float* dst = nullptr;   // [rows][ld], zeros from len to round_up(len, 8)
+  void* dst = nullptr;    // [rows][ld] of Elem, zeros from len to round_up(len, kKAlign)
   int64_t ld = 0;
   uint8_t* nan = nullptr;  // [rows], OR-ed with 1 where a row holds an FP8 NaN code
 };
@@ -426,22 +437,23 @@ struct DecodeArgs {
 // One task: rows [i0, i0 + rows) of A and [j0, j0 + cols) of B over all of K, in slices of whole
 // chunks (about 512 of K) decoded once for every row of the task.
 template <class K>
-void panel_task(const GemmProblem& p, const float* a, int64_t lda, const float* unit, int64_t i0, int64_t rows, int64_t j0,
-                int64_t cols) {
+void panel_task(const GemmProblem& p, const typename K::Elem* a, int64_t lda, const float* unit, int64_t i0, int64_t rows,
+                int64_t j0, int64_t cols) {
+  using Elem = typename K::Elem;
   const int64_t chunk = p.chunk();
   const int64_t per_slice = std::max<int64_t>(1, 512 / chunk), slice = per_slice * chunk;
-  const int64_t rows3 = round_up(rows, 3), cols4 = round_up(cols, 4);
-  const int64_t ldbp = padded_ld(std::min(slice, p.k));
-  float* bp = scratch<3>(size_t(cols4 * ldbp));
+  const int64_t rows3 = round_up(rows, K::kTileM), cols4 = round_up(cols, 4);
+  const int64_t ldbp = padded_ld<K>(std::min(slice, p.k));
+  Elem* bp = scratch<3, Elem>(size_t(cols4 * ldbp));
   const int64_t part_chunk = rows3 * cols4;
   float* part = scratch<4>(size_t(per_slice * part_chunk));
   float* tot = scratch<5>(size_t(rows * cols4));
   std::fill(tot, tot + rows * cols4, 0.0f);
   const EpilogueScratch es = EpilogueScratch::get(rows, cols4);
   uint8_t nan[256] = {};
-  std::fill(bp + cols * ldbp, bp + cols4 * ldbp, 0.0f);  // padding rows of the panel
+  std::fill(bp + cols * ldbp, bp + cols4 * ldbp, Elem{});  // padding rows of the panel
   for (int64_t k0 = 0; k0 < p.k; k0 += slice) {
-    const int64_t len = std::min(slice, p.k - k0), len8 = round_up(len, 8);
+    const int64_t len = std::min(slice, p.k - k0), len8 = round_up(len, K::kKAlign);
     DecodeArgs d;
     d.b = row_ptr(p.b, p.b_type, j0, p.ldb) + k0 * operand_size(p.b_type);
     d.ldb_bytes = p.ldb * operand_size(p.b_type);
@@ -452,7 +464,7 @@ void panel_task(const GemmProblem& p, const float* a, int64_t lda, const float* 
     d.nan = nan;
     K::decode_b(p.b_type, d);
     for (int64_t jr = 0; jr < cols4; jr += 4) {
-      for (int64_t ir = 0; ir < rows3; ir += 3) {
+      for (int64_t ir = 0; ir < rows3; ir += K::kTileM) {
         TileArgs t;
         t.a = a + (i0 + ir) * lda + k0;
         t.lda = lda;
@@ -477,13 +489,14 @@ void panel_task(const GemmProblem& p, const float* a, int64_t lda, const float* 
 
 template <class K>
 void run_panel(const GemmProblem& p, const GemmPlan& plan) {
-  // Two zero rows past M: the last 3-row tile of a task may reach them.
-  const int64_t lda = padded_ld(p.k);
-  float* a = scratch<0>(size_t((p.m + 2) * lda));
+  using Elem = typename K::Elem;
+  // kTileM - 1 zero rows past M: the last tile of a task may reach them.
+  const int64_t lda = padded_ld<K>(p.k), extra = K::kTileM - 1;
+  Elem* a = scratch<0, Elem>(size_t((p.m + extra) * lda));
   float* unit = scratch<6>(size_t(p.m));
   parallel_for_at_most(plan.threads, p.m, std::max<int64_t>(1, 8192 / lda),
-                       [&](int64_t i0, int64_t i1) { convert_a_rows(p, i0, i1, a + i0 * lda, lda, unit + i0); });
-  std::fill(a + p.m * lda, a + (p.m + 2) * lda, 0.0f);
+                       [&](int64_t i0, int64_t i1) { K::convert_a(p, i0, i1, a + i0 * lda, lda, unit + i0); });
+  std::fill(a + p.m * lda, a + (p.m + extra) * lda, Elem{});
   const int64_t pm = plan.panel_m, pn = std::min<int64_t>(plan.panel_n, 256);
   const int64_t mt = (p.m + pm - 1) / pm, nt = (p.n + pn - 1) / pn;
   parallel_for_at_most(plan.threads, mt * nt, 1, [&](int64_t t0, int64_t t1) {

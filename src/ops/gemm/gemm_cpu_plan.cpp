@@ -31,7 +31,7 @@ GemmPlan plan_cpu_gemm(const GemmDesc& d, const Overrides& overrides) {
     plan.reason = "block_k is not a multiple of 8";
     return plan;
   }
-  plan.kernel = d.isa == CpuIsa::kAvx2 ? GemmKernel::kAvx2 : GemmKernel::kPortable;
+  plan.kernel = d.isa >= CpuIsa::kAvx2 ? GemmKernel::kAvx2 : GemmKernel::kPortable;
   plan.shape = d.m <= kGemvMaxRows ? GemmShape::kGemv : GemmShape::kPanel;
   int64_t tasks;
   if (plan.shape == GemmShape::kGemv) {

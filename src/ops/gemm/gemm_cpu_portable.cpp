@@ -10,6 +10,15 @@ namespace fp8kit::ops::cpu {
 namespace {
 
 struct PortableKernels {
+  using Elem = float;
+  static constexpr int64_t kKAlign = 8;
+  static constexpr int kTileM = 3;
+  static void convert_a(const GemmProblem& p, int64_t i0, int64_t i1, float* dst, int64_t ld, float* unit) {
+    convert_a_rows(p, i0, i1, dst, ld, unit);
+  }
+  static int gemv_rows_per_call(int64_t m) { return gemv_rows_per_call_8(m); }
+  static GemvFn gemv_fn(Operand b, int64_t m, int r) { return gemv_fn_8_any<PortableKernels>(b, m, r); }
+
   // 8 elements [kk, kk + 8) of a B row in the decode domain; zeros past `valid`.
   template <Operand B>
   static void decode8(const uint8_t* row, int64_t kk, int64_t valid, float* w, bool& nan) {
@@ -35,7 +44,7 @@ struct PortableKernels {
           float w[8];
           decode8<B>(g.b + r * g.ldb_bytes, kk, std::min<int64_t>(8, k1 - kk), w, nan);
           for (int m = 0; m < M; ++m) {
-            const float* am = g.a + m * g.lda + kk;
+            const float* am = static_cast<const float*>(g.a) + m * g.lda + kk;
             for (int l = 0; l < 8; ++l) acc[m][r][l] = acc[m][r][l] + w[l] * am[l];
           }
         }
@@ -54,9 +63,9 @@ struct PortableKernels {
       float acc[3][4][8] = {};
       for (int64_t kk = c0; kk < c1; kk += 8) {
         for (int j = 0; j < 4; ++j) {
-          const float* bj = t.b + j * t.ldb + kk;
+          const float* bj = static_cast<const float*>(t.b) + j * t.ldb + kk;
           for (int i = 0; i < 3; ++i) {
-            const float* ai = t.a + i * t.lda + kk;
+            const float* ai = static_cast<const float*>(t.a) + i * t.lda + kk;
             for (int l = 0; l < 8; ++l) acc[i][j][l] = acc[i][j][l] + bj[l] * ai[l];
           }
         }
@@ -71,7 +80,7 @@ struct PortableKernels {
     const int64_t len8 = round_up(d.len, 8);
     for (int64_t r = 0; r < d.rows; ++r) {
       const uint8_t* row = d.b + r * d.ldb_bytes;
-      float* dst = d.dst + r * d.ld;
+      float* dst = static_cast<float*>(d.dst) + r * d.ld;
       bool nan = false;
       for (int64_t e = 0; e < d.len; ++e) dst[e] = decode_b_element(row, type, e);
       if (type == Operand::kE4M3) {

@@ -11,7 +11,7 @@ void run_cpu_gemm(const GemmProblem& problem, const GemmPlan& plan) {
   switch (plan.kernel) {
     case GemmKernel::kPortable: return run_gemm_portable(problem, plan);
     case GemmKernel::kAvx2:
-      FP8KIT_CHECK(best_cpu_isa() == CpuIsa::kAvx2, ErrorCode::kInternal,
+      FP8KIT_CHECK(best_cpu_isa() >= CpuIsa::kAvx2, ErrorCode::kInternal,
                    "run_cpu_gemm: an AVX2 plan on a CPU without AVX2, FMA and F16C");
       return run_gemm_avx2(problem, plan);
     case GemmKernel::kReference: break;

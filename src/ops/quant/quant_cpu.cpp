@@ -34,7 +34,7 @@ int64_t grain_rows(int64_t k) { return std::max<int64_t>(1, (int64_t(1) << 14) /
 }  // namespace
 
 void run_scaled_fp8_quant(const ScaledFp8QuantArgs& a, const QuantPlan& plan) {
-  FP8KIT_CHECK(plan.kernel == QuantKernel::kAvx2 && best_cpu_isa() == CpuIsa::kAvx2, ErrorCode::kInternal,
+  FP8KIT_CHECK(plan.kernel == QuantKernel::kAvx2 && best_cpu_isa() >= CpuIsa::kAvx2, ErrorCode::kInternal,
                "run_scaled_fp8_quant: an AVX2 plan needs an AVX2 CPU");
   const QuantKernels& kern = quant_kernels_avx2(a.in_dtype, a.out_dtype == DType::kE4M3FNUZ);
   auto* out = static_cast<uint8_t*>(a.out);
@@ -88,7 +88,7 @@ void run_scaled_fp8_quant(const ScaledFp8QuantArgs& a, const QuantPlan& plan) {
 }
 
 void run_per_token_group_quant(const PerTokenGroupQuantArgs& a, const QuantPlan& plan) {
-  FP8KIT_CHECK(plan.kernel == QuantKernel::kAvx2 && best_cpu_isa() == CpuIsa::kAvx2, ErrorCode::kInternal,
+  FP8KIT_CHECK(plan.kernel == QuantKernel::kAvx2 && best_cpu_isa() >= CpuIsa::kAvx2, ErrorCode::kInternal,
                "run_per_token_group_quant: an AVX2 plan needs an AVX2 CPU");
   const QuantKernels& kern = quant_kernels_avx2(a.in_dtype, a.out_dtype == DType::kE4M3FNUZ);
   auto* out = static_cast<uint8_t*>(a.out);

@@ -12,7 +12,7 @@ QuantPlan plan_cpu_quant(const QuantDesc& d, const Overrides& overrides) {
     plan.reason = "FP8KIT_CPU_BACKEND=reference";
     return plan;
   }
-  if (d.isa != CpuIsa::kAvx2) {
+  if (d.isa < CpuIsa::kAvx2) {
     plan.reason = "no AVX2: the reference's vectorized loops are the portable path";
     return plan;
   }
