@@ -29,12 +29,15 @@ struct NamedPlan {
   GemmPlan plan;
 };
 
-// Every plan for an m-row problem: portable and (when the CPU has it) AVX2; GEMV (m <= 8) and
-// panels (default tiles, and 4 x 8 tiles whose 3 x 4 tiles overhang); 1 and 2 threads.
-inline std::vector<NamedPlan> plans_for(int64_t m) {
+// Every plan for an m-row problem: portable, and AVX2 and AVX-512-BF16 when the CPU has them
+// (the latter only where `bf16_operands`: every operand e4m3fn or bf16, chunks of 32); GEMV
+// (m <= 8) and panels (default tiles, and 4 x 8 tiles whose 3 x 4 / 4 x 4 tiles overhang); 1 and 2
+// threads.
+inline std::vector<NamedPlan> plans_for(int64_t m, bool bf16_operands = false) {
   std::vector<NamedPlan> out;
   std::vector<GemmKernel> kernels = {GemmKernel::kPortable};
   if (best_cpu_isa() >= CpuIsa::kAvx2) kernels.push_back(GemmKernel::kAvx2);
+  if (bf16_operands && best_cpu_isa() >= CpuIsa::kAvx512Bf16) kernels.push_back(GemmKernel::kAvx512Bf16);
   for (GemmKernel kernel : kernels) {
     const std::string family(ops::cpu::gemm_kernel_name(kernel));
     for (int threads : {1, 2}) {

@@ -118,6 +118,7 @@ TEST(GemmRef, MatchesFp64OnRandomOperands) {
 }
 
 TEST(GemmRef, BlockScalingMatchesFp64AndScaleLayoutsAgree) {
+  const testing::ScopedCpuBackend reference(CpuBackend::kReference);  // a tolerance of the reference's
   std::mt19937 rng(11);
   const int64_t m = 5, n = 300, k = 384;
   const Tensor a = random_e4m3(m, k, rng), b = random_e4m3(n, k, rng);

@@ -105,6 +105,9 @@ MmCase make_case(int64_t m, int64_t n, int64_t k, Scaling s, DType out, bool bia
 
 int64_t block_k_of(Scaling s) { return s == Scaling::kBlock128 ? 128 : s == Scaling::kBlock64 ? 64 : s == Scaling::kBlock32x16 ? 16 : 1; }
 
+// The AVX-512-BF16 family serves e4m3 x e4m3 with K chunks of whole 32-element steps.
+bool bf16_family(Scaling s) { return s != Scaling::kBlock32x16; }
+
 TEST(GemmCpu, ScaledMmExactOnIntegerGridsForEveryPlan) {
   std::mt19937 rng(1);
   const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1}, {1, 33, 100}, {2, 7, 31}, {3, 9, 64}, {5, 16, 129},
@@ -117,7 +120,7 @@ TEST(GemmCpu, ScaledMmExactOnIntegerGridsForEveryPlan) {
       for (DType out : {DType::kF32, DType::kBF16, DType::kF16}) {
         const MmCase c = make_case(m, n, k, s, out, (m + n) % 2 == 0, true, rng);
         const Tensor want = run_ref(c);
-        for (const NamedPlan& p : plans_for(m)) {
+        for (const NamedPlan& p : plans_for(m, bf16_family(s))) {
           std::string first;
           EXPECT_EQ(bit_mismatches(run_fast(c, p.plan), want, &first), 0)
               << name(s) << " " << m << "x" << n << "x" << k << " " << dtype_name(out) << " " << p.name << ": " << first;
@@ -170,7 +173,7 @@ TEST(GemmCpu, ScaledMmRandomWithinTheF32AccumulationBound) {
       fp64_reference(c, ref, mag);
       const int64_t chunk = s == Scaling::kBlock128 ? 128 : 512;
       const double adds = double(std::min(chunk, k) / 8 + 3 + (k + chunk - 1) / chunk + 3);
-      for (const NamedPlan& p : plans_for(m)) {
+      for (const NamedPlan& p : plans_for(m, bf16_family(s))) {
         const Tensor y = run_fast(c, p.plan);
         double worst = 0;  // error / bound; NaN propagates and fails
         for (int64_t i = 0; i < y.numel(); ++i) {
@@ -191,10 +194,9 @@ TEST(GemmCpu, ScaledMmGemvAndPanelGiveTheSameBits) {
   for (Scaling s : {Scaling::kTokenChannel, Scaling::kBlock128}) {
     for (int64_t m = 1; m <= 8; ++m) {
       const MmCase c = make_case(m, 37, s == Scaling::kBlock128 ? 1152 : 1100, s, DType::kF32, true, false, rng);
-      for (GemmKernel kernel : {GemmKernel::kPortable, GemmKernel::kAvx2}) {
-        if (kernel == GemmKernel::kAvx2 && best_cpu_isa() < CpuIsa::kAvx2) continue;
+      for (GemmKernel kernel : {GemmKernel::kPortable, GemmKernel::kAvx2, GemmKernel::kAvx512Bf16}) {
         std::vector<Tensor> results;
-        for (const NamedPlan& p : plans_for(m)) {
+        for (const NamedPlan& p : plans_for(m, true)) {
           if (p.plan.kernel == kernel) results.push_back(run_fast(c, p.plan));
         }
         for (size_t r = 1; r < results.size(); ++r) {
@@ -214,7 +216,7 @@ TEST(GemmCpu, ScaledMmNaNCodesGiveNaNWhereTheReferenceDoes) {
       codes(c.b)[2 * 192 + 191] = 0x7f;      // NaN in row 2 of b, at its last element
       codes(c.b)[7 * 192 + 40] = 0xff;
       const Tensor want = run_ref(c);
-      for (const NamedPlan& p : plans_for(m)) {
+      for (const NamedPlan& p : plans_for(m, true)) {
         const Tensor y = run_fast(c, p.plan);
         int64_t nan_mismatch = 0, value_mismatch = 0;
         for (int64_t i = 0; i < y.numel(); ++i) {
@@ -240,7 +242,7 @@ TEST(GemmCpu, ScaledMmStridedAndMisalignedOperands) {
     for (int64_t i = 0; i < n * k; ++i) bv[size_t(i)] = e4m3fn_bits_to_float(codes(c.b)[i]);
     strided.a = make_matrix(av, m, k, DType::kE4M3FN, k + 3, 1);  // row stride K + 3, one byte off
     strided.b = make_matrix(bv, n, k, DType::kE4M3FN, k + 50, 3);
-    for (const NamedPlan& p : plans_for(m)) {
+    for (const NamedPlan& p : plans_for(m, true)) {
       EXPECT_EQ(bit_mismatches(run_fast(strided, p.plan), run_fast(c, p.plan)), 0) << "m " << m << " " << p.name;
     }
   }

@@ -29,6 +29,28 @@ TEST(GemmCpuPlan, FamilyFollowsTheInstructionSet) {
   EXPECT_EQ(plan_cpu_gemm(desc(64, 576, 576, CpuIsa::kPortable), fast).kernel, GemmKernel::kPortable);
 }
 
+// The bf16 family where bf16 holds every operand exactly and chunks are whole 32-element steps.
+TEST(GemmCpuPlan, Avx512Bf16ForE4m3AndBf16Operands) {
+  GemmDesc d = desc(1, 4096, 4096, CpuIsa::kAvx512Bf16);
+  EXPECT_EQ(plan_cpu_gemm(d, {}).kernel, GemmKernel::kAvx512Bf16);  // W8A8
+  d.a_type = Operand::kBF16;
+  EXPECT_EQ(plan_cpu_gemm(d, {}).kernel, GemmKernel::kAvx512Bf16);  // W8A16 bf16
+  d.b_type = Operand::kBF16;
+  EXPECT_EQ(plan_cpu_gemm(d, {}).kernel, GemmKernel::kAvx512Bf16);  // BF16
+  d.a_type = d.b_type = Operand::kF16;
+  EXPECT_EQ(plan_cpu_gemm(d, {}).kernel, GemmKernel::kAvx2);  // f16 does not fit bf16
+  d.a_type = Operand::kF16;
+  d.b_type = Operand::kE4M3;
+  EXPECT_EQ(plan_cpu_gemm(d, {}).kernel, GemmKernel::kAvx2);
+  GemmDesc block = desc(64, 512, 512, CpuIsa::kAvx512Bf16);
+  block.blockwise = true;
+  block.block_k = 128;
+  EXPECT_EQ(plan_cpu_gemm(block, {}).kernel, GemmKernel::kAvx512Bf16);
+  block.block_k = 16;
+  EXPECT_EQ(plan_cpu_gemm(block, {}).kernel, GemmKernel::kAvx2);
+  EXPECT_EQ(plan_cpu_gemm(desc(1, 4096, 4096, CpuIsa::kAvx2), {}).kernel, GemmKernel::kAvx2);
+}
+
 TEST(GemmCpuPlan, ReferenceWhenAskedOrWhenTheEngineCannotServe) {
   Overrides reference;
   reference.cpu_backend = CpuBackend::kReference;
@@ -71,6 +93,10 @@ TEST(CpuFeatures, BestIsaNeedsAvx2FmaAndF16c) {
   EXPECT_EQ(best_cpu_isa(f), CpuIsa::kPortable);
   f.f16c = true;
   EXPECT_EQ(best_cpu_isa(f), CpuIsa::kAvx2);
+  f.avx512f = f.avx512bw = f.avx512vl = f.avx512_bf16 = true;
+  EXPECT_EQ(best_cpu_isa(f), CpuIsa::kAvx2);  // VBMI (the byte tables) missing
+  f.avx512vbmi = true;
+  EXPECT_EQ(best_cpu_isa(f), CpuIsa::kAvx512Bf16);
   EXPECT_EQ(cpu_isa_name(CpuIsa::kAvx2), "avx2");
   // This machine: the detection agrees with itself and never reports AVX-512 without AVX2.
   const CpuFeatures& here = cpu_features();

@@ -31,7 +31,14 @@ GemmPlan plan_cpu_gemm(const GemmDesc& d, const Overrides& overrides) {
     plan.reason = "block_k is not a multiple of 8";
     return plan;
   }
-  plan.kernel = d.isa >= CpuIsa::kAvx2 ? GemmKernel::kAvx2 : GemmKernel::kPortable;
+  // The bf16 family: operands bf16 holds exactly, chunks of whole 32-element steps.
+  auto bf16_exact = [](Operand t) { return t == Operand::kE4M3 || t == Operand::kBF16; };
+  if (d.isa >= CpuIsa::kAvx512Bf16 && bf16_exact(d.a_type) && bf16_exact(d.b_type) &&
+      (!d.blockwise || d.block_k % 32 == 0)) {
+    plan.kernel = GemmKernel::kAvx512Bf16;
+  } else {
+    plan.kernel = d.isa >= CpuIsa::kAvx2 ? GemmKernel::kAvx2 : GemmKernel::kPortable;
+  }
   plan.shape = d.m <= kGemvMaxRows ? GemmShape::kGemv : GemmShape::kPanel;
   int64_t tasks;
   if (plan.shape == GemmShape::kGemv) {
@@ -52,6 +59,7 @@ std::string_view gemm_kernel_name(GemmKernel kernel) {
     case GemmKernel::kReference: return "reference";
     case GemmKernel::kPortable: return "portable";
     case GemmKernel::kAvx2: return "avx2";
+    case GemmKernel::kAvx512Bf16: return "avx512-bf16";
   }
   return "?";
 }

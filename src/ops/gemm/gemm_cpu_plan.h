@@ -1,7 +1,8 @@
 // plan_cpu_gemm: which CPU implementation serves a GEMM (scaled_mm, weight_only_mm, matmul_16bit,
 // the fused MoE's expert GEMMs) and how: the exact reference, or the fast engine's kernel family
-// (AVX2 or portable), its shape (GEMV for decode-sized M, cache-blocked panels otherwise), the
-// panel tiles and the thread count. Pure host code: the launch code only executes a plan.
+// (AVX-512-BF16 where every operand is e4m3fn or bf16, else AVX2, else portable), its shape (GEMV
+// for decode-sized M, cache-blocked panels otherwise), the panel tiles and the thread count. Pure
+// host code: the launch code only executes a plan.
 // Tested by tests/cpu/test_gemm_cpu_plan.cpp.
 #pragma once
 
@@ -25,7 +26,7 @@ struct GemmDesc {
   int max_threads = 1;             // ForwardContext::num_threads()
 };
 
-enum class GemmKernel : uint8_t { kReference, kPortable, kAvx2 };
+enum class GemmKernel : uint8_t { kReference, kPortable, kAvx2, kAvx512Bf16 };
 enum class GemmShape : uint8_t {
   kGemv,   // m <= kGemvMaxRows: weights streamed once, decoded in registers, N split over threads
   kPanel,  // weight panels decoded once into f32 and reused by every row of A

@@ -14,6 +14,13 @@ void run_cpu_gemm(const GemmProblem& problem, const GemmPlan& plan) {
       FP8KIT_CHECK(best_cpu_isa() >= CpuIsa::kAvx2, ErrorCode::kInternal,
                    "run_cpu_gemm: an AVX2 plan on a CPU without AVX2, FMA and F16C");
       return run_gemm_avx2(problem, plan);
+    case GemmKernel::kAvx512Bf16: {
+      auto bf16_exact = [](Operand t) { return t == Operand::kE4M3 || t == Operand::kBF16; };
+      FP8KIT_CHECK(best_cpu_isa() >= CpuIsa::kAvx512Bf16 && bf16_exact(problem.a_type) && bf16_exact(problem.b_type) &&
+                       problem.chunk() % 32 == 0,
+                   ErrorCode::kInternal, "run_cpu_gemm: an AVX-512-BF16 plan it cannot run");
+      return run_gemm_avx512_bf16(problem, plan);
+    }
     case GemmKernel::kReference: break;
   }
   fail(ErrorCode::kInternal, "run_cpu_gemm: the reference runs on the op's own arguments");
