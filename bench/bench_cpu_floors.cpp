@@ -59,6 +59,23 @@ __attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations) {
   for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, c[i]);
   return _mm256_cvtss_f32(s);
 }
+
+__attribute__((target("avx512f,avx512bf16"))) float dot_chains_avx512bf16(int64_t iterations) {
+  __m512 c[12];
+  for (int i = 0; i < 12; ++i) c[i] = _mm512_set1_ps(float(i) * 1e-3f);
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3300);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) c[i] = _mm512_dpbf16_ps(c[i], x, y);
+  }
+  __m512 s = c[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, c[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  float total = 0;
+  for (float l : lanes) total += l;
+  return total;
+}
 #endif
 
 uint64_t read_portable(const uint8_t* p, size_t bytes) {
@@ -156,6 +173,24 @@ double fma_peak_gflops(int threads) {
       },
       5, 0.05);
   return double(threads) * double(iterations) * 12 * 8 * 2 / s * 1e-9;
+}
+
+double bf16_dot_peak_gflops(int threads) {
+#if defined(__x86_64__)
+  if (best_cpu_isa() < CpuIsa::kAvx512Bf16) return 0.0;
+  const int64_t iterations = 1 << 21;
+  std::atomic<float> sink{0};
+  const double s = median_seconds(
+      [&] {
+        parallel_for_at_most(threads, threads, 1, [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) sink = sink + dot_chains_avx512bf16(iterations);
+        });
+      },
+      5, 0.05);
+  return double(threads) * double(iterations) * 12 * 16 * 4 / s * 1e-9;
+#else
+  return 0.0;
+#endif
 }
 
 std::string load_average() {

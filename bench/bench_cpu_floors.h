@@ -29,6 +29,10 @@ double read_bandwidth_gbs(size_t bytes, int copies, int threads);
 // it, else the portable build's widest vectors).
 double fma_peak_gflops(int threads);
 
+// VDPBF16PS peak in GFLOP/s (4 flops per f32 lane per instruction) of `threads` threads, 0 on
+// CPUs without AVX-512-BF16: the floor of the bf16 kernel family.
+double bf16_dot_peak_gflops(int threads);
+
 // "load 1.23 0.98 0.77" from /proc/loadavg ("load ?" elsewhere).
 std::string load_average();
 

@@ -21,6 +21,7 @@
 #include "core/parallel.h"
 #include "fp8kit/half.h"
 #include "ops/gemm/gemm_cpu.h"
+#include "ops/gemm/gemm_cpu_plan.h"
 #include "ops/gemm/gemm_ref.h"
 #include "ops/gemm/weight_only_ref.h"
 
@@ -88,6 +89,20 @@ void fill(Problem& p, std::mt19937& rng) {
   p.out.resize(size_t(p.m * p.n));
 }
 
+// The engine's plan for p (its kernel family), for the tables.
+std::string family_of(const Problem& p, int threads) {
+  ops::cpu::Operand a = ops::cpu::Operand::kE4M3, b = ops::cpu::Operand::kE4M3;
+  if (p.kind == Kind::kW8A16) a = ops::cpu::Operand::kBF16;
+  if (p.kind == Kind::kBF16) a = b = ops::cpu::Operand::kBF16;
+  ops::cpu::GemmDesc d;
+  d.m = p.m, d.n = p.n, d.k = p.k, d.a_type = a, d.b_type = b;
+  d.blockwise = p.kind == Kind::kBlock;
+  d.block_k = 128;
+  d.isa = best_cpu_isa();
+  d.max_threads = threads;
+  return std::string(ops::cpu::gemm_kernel_name(ops::cpu::plan_cpu_gemm(d, Overrides{}).kernel));
+}
+
 // Runs weight copy `copy` (columns [0, cols)) of p on the engine (fast) or the reference, into out.
 void run(const Problem& p, int copy, int64_t cols, BFloat16* out, bool reference, int threads) {
   Overrides o;
@@ -152,8 +167,8 @@ int copies_for(size_t bytes) { return int(std::clamp<size_t>((size_t(192) << 20)
 
 void decode_table(int threads, bool quick) {
   std::printf("\n### Decode GEMV, %d threads: GB/s of weights vs the read bandwidth of the same bytes\n\n", threads);
-  std::printf("| layer | N x K | kernel | M | us | weight GB/s | read GB/s | ratio | cpu share | load |\n");
-  std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+  std::printf("| layer | N x K | kernel | family | M | us | weight GB/s | read GB/s | ratio | cpu share | load |\n");
+  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
   std::mt19937 rng(1);
   for (const Shape2& s : kShapes) {
     for (Kind kind : {Kind::kTokenChannel, Kind::kBlock, Kind::kW8A16, Kind::kBF16}) {
@@ -174,9 +189,9 @@ void decode_table(int threads, bool quick) {
         int call = 0;
         const double sec = median_seconds([&] { run(p, call++ % copies, p.n, p.out.data(), false, threads); });
         const double gbs = double(bytes) / sec * 1e-9;
-        std::printf("| %s | %lldx%lld | %s | %lld | %.1f | %.2f | %.2f | %.2f | %.2f / %.2f | %s |\n", s.model,
-                    (long long)s.n, (long long)s.k, kind_name(kind), (long long)m, sec * 1e6, gbs, read, gbs / read,
-                    last_cpu_share(threads), read_share, load_average().c_str());
+        std::printf("| %s | %lldx%lld | %s | %s | %lld | %.1f | %.2f | %.2f | %.2f | %.2f / %.2f | %s |\n", s.model,
+                    (long long)s.n, (long long)s.k, kind_name(kind), family_of(p, threads).c_str(), (long long)m,
+                    sec * 1e6, gbs, read, gbs / read, last_cpu_share(threads), read_share, load_average().c_str());
         std::fflush(stdout);
       }
     }
@@ -185,10 +200,13 @@ void decode_table(int threads, bool quick) {
 
 void prefill_table(int threads, bool quick) {
   const double peak = fma_peak_gflops(threads);
-  std::printf("\n### Prefill GEMM, %d threads: GFLOP/s vs the f32 FMA peak (%.1f GFLOP/s, cpu share %.2f, %s)\n\n",
-              threads, peak, last_cpu_share(threads), load_average().c_str());
-  std::printf("| layer | N x K | kernel | M | ms | GFLOP/s | of peak | cpu share | load |\n");
-  std::printf("|---|---|---|---:|---:|---:|---:|---:|---|\n");
+  const double peak_share = last_cpu_share(threads);
+  const double dot_peak = bf16_dot_peak_gflops(threads);
+  std::printf("\n### Prefill GEMM, %d threads: GFLOP/s vs the f32 FMA peak (%.1f GFLOP/s, cpu share %.2f) and the "
+              "VDPBF16PS peak (%.1f GFLOP/s), %s\n\n",
+              threads, peak, peak_share, dot_peak, load_average().c_str());
+  std::printf("| layer | N x K | kernel | family | M | ms | GFLOP/s | of f32 FMA peak | cpu share | load |\n");
+  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---|\n");
   std::mt19937 rng(2);
   for (const Shape2& s : kShapes) {
     for (Kind kind : {Kind::kPerTensor, Kind::kTokenChannel, Kind::kBlock, Kind::kW8A16, Kind::kBF16}) {
@@ -204,9 +222,9 @@ void prefill_table(int threads, bool quick) {
         }
         const double sec = median_seconds([&] { run(p, 0, p.n, p.out.data(), false, threads); }, 3, 0.0);
         const double gflops = 2.0 * double(m * s.n * s.k) / sec * 1e-9;
-        std::printf("| %s | %lldx%lld | %s | %lld | %.2f | %.1f | %.2f | %.2f | %s |\n", s.model, (long long)s.n,
-                    (long long)s.k, kind_name(kind), (long long)m, sec * 1e3, gflops, gflops / peak,
-                    last_cpu_share(threads), load_average().c_str());
+        std::printf("| %s | %lldx%lld | %s | %s | %lld | %.2f | %.1f | %.2f | %.2f | %s |\n", s.model, (long long)s.n,
+                    (long long)s.k, kind_name(kind), family_of(p, threads).c_str(), (long long)m, sec * 1e3, gflops,
+                    gflops / peak, last_cpu_share(threads), load_average().c_str());
         std::fflush(stdout);
       }
     }
