@@ -5,8 +5,9 @@
 // the same run; for W8A8 (per-tensor, per-token x per-channel, 128x128 blocks), W8A16 (bf16
 // activations) and BF16, on SmolLM2-135M's and Llama-3-8B's layer shapes. Every kernel is first
 // verified against the reference on a 64-column slice (the engine's columns do not depend on
-// each other, so the slice's bits must equal the full run's). Each row carries the load average
-// and the share of the cores the run got (kernel / floor).
+// each other, so the slice's bits must equal the full run's). Each row carries the load average,
+// the share of the cores the run got (kernel / floor) and the rate per core-second of CPU time
+// (rate / (share * threads)): on a machine shared with other work, the kernel's own efficiency.
 //   bench_cpu_gemm [--threads T] [--decode-only | --prefill-only] [--quick]
 #include <algorithm>
 #include <cmath>
@@ -167,8 +168,8 @@ int copies_for(size_t bytes) { return int(std::clamp<size_t>((size_t(192) << 20)
 
 void decode_table(int threads, bool quick) {
   std::printf("\n### Decode GEMV, %d threads: GB/s of weights vs the read bandwidth of the same bytes\n\n", threads);
-  std::printf("| layer | N x K | kernel | family | M | us | weight GB/s | read GB/s | ratio | cpu share | load |\n");
-  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+  std::printf("| layer | N x K | kernel | family | M | us | weight GB/s | read GB/s | ratio | cpu share | GB/s per core-s | load |\n");
+  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
   std::mt19937 rng(1);
   for (const Shape2& s : kShapes) {
     for (Kind kind : {Kind::kTokenChannel, Kind::kBlock, Kind::kW8A16, Kind::kBF16}) {
@@ -189,9 +190,10 @@ void decode_table(int threads, bool quick) {
         int call = 0;
         const double sec = median_seconds([&] { run(p, call++ % copies, p.n, p.out.data(), false, threads); });
         const double gbs = double(bytes) / sec * 1e-9;
-        std::printf("| %s | %lldx%lld | %s | %s | %lld | %.1f | %.2f | %.2f | %.2f | %.2f / %.2f | %s |\n", s.model,
+        const double share = last_cpu_share(threads);
+        std::printf("| %s | %lldx%lld | %s | %s | %lld | %.1f | %.2f | %.2f | %.2f | %.2f / %.2f | %.2f | %s |\n", s.model,
                     (long long)s.n, (long long)s.k, kind_name(kind), family_of(p, threads).c_str(), (long long)m,
-                    sec * 1e6, gbs, read, gbs / read, last_cpu_share(threads), read_share, load_average().c_str());
+                    sec * 1e6, gbs, read, gbs / read, share, read_share, gbs / (share * threads), load_average().c_str());
         std::fflush(stdout);
       }
     }
@@ -202,11 +204,11 @@ void prefill_table(int threads, bool quick) {
   const double peak = fma_peak_gflops(threads);
   const double peak_share = last_cpu_share(threads);
   const double dot_peak = bf16_dot_peak_gflops(threads);
-  std::printf("\n### Prefill GEMM, %d threads: GFLOP/s vs the f32 FMA peak (%.1f GFLOP/s, cpu share %.2f) and the "
-              "VDPBF16PS peak (%.1f GFLOP/s), %s\n\n",
-              threads, peak, peak_share, dot_peak, load_average().c_str());
-  std::printf("| layer | N x K | kernel | family | M | ms | GFLOP/s | of f32 FMA peak | cpu share | load |\n");
-  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---|\n");
+  std::printf("\n### Prefill GEMM, %d threads: GFLOP/s vs the f32 FMA peak (%.1f GFLOP/s, cpu share %.2f: %.1f per "
+              "core-s) and the VDPBF16PS peak (%.1f GFLOP/s), %s\n\n",
+              threads, peak, peak_share, peak / (peak_share * threads), dot_peak, load_average().c_str());
+  std::printf("| layer | N x K | kernel | family | M | ms | GFLOP/s | of f32 FMA peak | cpu share | GFLOP/s per core-s | load |\n");
+  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
   std::mt19937 rng(2);
   for (const Shape2& s : kShapes) {
     for (Kind kind : {Kind::kPerTensor, Kind::kTokenChannel, Kind::kBlock, Kind::kW8A16, Kind::kBF16}) {
@@ -222,9 +224,10 @@ void prefill_table(int threads, bool quick) {
         }
         const double sec = median_seconds([&] { run(p, 0, p.n, p.out.data(), false, threads); }, 3, 0.0);
         const double gflops = 2.0 * double(m * s.n * s.k) / sec * 1e-9;
-        std::printf("| %s | %lldx%lld | %s | %s | %lld | %.2f | %.1f | %.2f | %.2f | %s |\n", s.model, (long long)s.n,
+        const double share = last_cpu_share(threads);
+        std::printf("| %s | %lldx%lld | %s | %s | %lld | %.2f | %.1f | %.2f | %.2f | %.1f | %s |\n", s.model, (long long)s.n,
                     (long long)s.k, kind_name(kind), family_of(p, threads).c_str(), (long long)m, sec * 1e3, gflops,
-                    gflops / peak, last_cpu_share(threads), load_average().c_str());
+                    gflops / peak, share, gflops / (share * threads), load_average().c_str());
         std::fflush(stdout);
       }
     }

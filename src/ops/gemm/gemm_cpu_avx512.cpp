@@ -156,7 +156,8 @@ struct Avx512Bf16Kernels {
     }
   }
 
-  static int gemv_rows_per_call(int64_t m) { return m <= 2 ? 8 : m <= 4 ? 4 : 2; }
+  // Accumulators M x R <= 16 and decoded rows 2R: with the activations, at most 32 registers.
+  static int gemv_rows_per_call(int64_t m) { return m == 1 ? 8 : m <= 4 ? 4 : 2; }
 
   template <int M, int R, Operand B>
   static void gemv(GemvArgs& g) {
@@ -168,18 +169,23 @@ struct Avx512Bf16Kernels {
       __m512 acc[16];
 #pragma GCC unroll 16
       for (int e = 0; e < 16; ++e) acc[e] = _mm512_setzero_ps();
+      // Each step decodes the R weight rows first, then loads every activation vector once for
+      // all of them (loading it per weight row made the loop load-bound).
       for (int64_t kk = k0; kk < k1; kk += 64) {
         const int64_t valid = std::min<int64_t>(64, k1 - kk);
+        __m512bh w0[R], w1[R];
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          __m512bh w0, w1;
-          load64<B>(g.b + r * g.ldb_bytes + kk * kBytes<B>, valid, dec, w0, w1);
+        for (int r = 0; r < R; ++r) load64<B>(g.b + r * g.ldb_bytes + kk * kBytes<B>, valid, dec, w0[r], w1[r]);
 #pragma GCC unroll 8
-          for (int m = 0; m < M; ++m) {
-            const uint16_t* am = a + m * g.lda + kk;
-            __m512& c = acc[m * R + r];
-            c = _mm512_dpbf16_ps(c, w0, (__m512bh)_mm512_loadu_si512(am));
-            if (valid > 32) c = _mm512_dpbf16_ps(c, w1, (__m512bh)_mm512_loadu_si512(am + 32));
+        for (int m = 0; m < M; ++m) {
+          const uint16_t* am = a + m * g.lda + kk;
+          const __m512bh x0 = (__m512bh)_mm512_loadu_si512(am);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) acc[m * R + r] = _mm512_dpbf16_ps(acc[m * R + r], w0[r], x0);
+          if (valid > 32) {
+            const __m512bh x1 = (__m512bh)_mm512_loadu_si512(am + 32);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) acc[m * R + r] = _mm512_dpbf16_ps(acc[m * R + r], w1[r], x1);
           }
         }
       }
@@ -249,7 +255,7 @@ struct Avx512Bf16Kernels {
     switch (m * 16 + r) {
       case 1 * 16 + 8: return gemv<1, 8, B>;
       case 1 * 16 + 1: return gemv<1, 1, B>;
-      case 2 * 16 + 8: return gemv<2, 8, B>;
+      case 2 * 16 + 4: return gemv<2, 4, B>;
       case 2 * 16 + 1: return gemv<2, 1, B>;
       case 3 * 16 + 4: return gemv<3, 4, B>;
       case 3 * 16 + 1: return gemv<3, 1, B>;
