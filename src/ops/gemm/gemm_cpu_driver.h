@@ -369,18 +369,9 @@ void gemv_columns(const GemmProblem& p, GemvFn group, GemvFn single, int r, int6
     g.chunk = chunk;
     g.partial = partial;
     const int64_t c0 = k0 / chunk, chunks = (g.k + chunk - 1) / chunk;
-    const bool sliced = slice < p.k;
     for (int64_t off = 0; off < cols;) {
       const int rows = off + r <= cols ? r : 1;
       g.b = row_ptr(p.b, p.b_type, j0 + off, p.ldb) + k0 * elem;
-      // A slice reads short runs of rows far apart, which the hardware prefetchers miss: fetch the
-      // segments of the rows two groups ahead.
-      if (sliced && off + 3 * r <= cols) {
-        const uint8_t* ahead = g.b + 2 * r * g.ldb_bytes;
-        for (int q = 0; q < r; ++q) {
-          for (int64_t line = 0; line < g.k * elem; line += 64) __builtin_prefetch(ahead + q * g.ldb_bytes + line);
-        }
-      }
       (rows == r ? group : single)(g);
       for (int64_t c = 0; c < chunks; ++c) {
         combine_chunk(p, c0 + c, 0, p.m, j0 + off, rows, partial + c * p.m * rows, rows, tot + off, cols, unit, es);
