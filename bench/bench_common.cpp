@@ -4,6 +4,9 @@
 // behind.
 #include "bench_common.h"
 
+#include <map>
+#include <utility>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -156,6 +159,23 @@ void write_json_file(const nlohmann::json& j, const std::string& file) {
   std::ofstream out(path);
   out << j.dump(2) << "\n";
   if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+namespace {
+cudaStream_t g_bench_stream = nullptr;
+}  // namespace
+
+void set_bench_stream(cudaStream_t stream) { g_bench_stream = stream; }
+
+const ForwardContext& bench_ctx(const Tensor& t) {
+  // Contexts live to the end of the process (their CUDA workspaces must not be freed after the
+  // runtime is torn down), one per device and stream.
+  static std::map<std::pair<int, void*>, ForwardContext*> contexts;
+  const bool cuda = t.device().is_cuda();
+  const std::pair<int, void*> key{cuda ? t.device().index : -1, cuda ? static_cast<void*>(g_bench_stream) : nullptr};
+  ForwardContext*& ctx = contexts[key];
+  if (ctx == nullptr) ctx = new ForwardContext(t.device(), process_overrides(), Stream{key.second});
+  return *ctx;
 }
 
 }  // namespace fp8kit::bench

@@ -14,6 +14,9 @@
 
 #ifndef __CUDACC__
 #include <nlohmann/json_fwd.hpp>
+
+#include "fp8kit/runtime/forward_context.h"
+#include "fp8kit/tensor.h"
 #endif
 
 namespace fp8kit::bench {
@@ -152,6 +155,14 @@ void add_run_info(nlohmann::json& j);
 nlohmann::json copy_json(const CopyCeiling& copy);
 // Writes `j` (indented) to `path`, creating its directory; throws when it cannot.
 void write_json_file(const nlohmann::json& j, const std::string& path);
+#endif
+
+// The stream every benchmark call queues its work on; set once, where the benchmark creates it.
+void set_bench_stream(cudaStream_t stream);
+#ifndef __CUDACC__
+// The context of a benchmark call on `t`'s device: on CUDA the benchmark's stream; the overrides
+// of the process (FP8KIT_*, parsed once), so that a knob set for a run applies to every call.
+const ForwardContext& bench_ctx(const Tensor& t);
 #endif
 
 }  // namespace fp8kit::bench

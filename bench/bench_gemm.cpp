@@ -260,6 +260,7 @@ int main(int argc, char** argv) {
   try {
     cudaStream_t stream = nullptr;
     check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+    set_bench_stream(stream);
     L2Flusher flusher(get_l2_cache_bytes(0), cli.flush);
     Timer timer(stream, flusher, cli.timer);
     fmt::print("bench_gemm on {} (sm_{}, {} SMs, L2 {:.1f} MiB); flush: {} {:.0f} MiB before each timed launch\n",

@@ -100,14 +100,12 @@ std::vector<double> to_doubles(const Tensor& t) {
 Plan make_plan(const std::string& key, const WeightInputs& w, const ActInputs& a, Bf16CublasLtGemm* bf16_gemm,
                bool fast_accum, cudaStream_t stream) {
   const Device cpu = Device::cpu();
-  const Stream st{static_cast<void*>(stream)};
   Plan p;
-  auto options = [&a, st, fast_accum](int i) {
+  auto options = [&a, fast_accum](int i) {
     ops::ScaledMmOptions o;
     o.out_dtype = DType::kBF16;
     o.output = a.out[static_cast<size_t>(i)];
     o.fast_accum = fast_accum;
-    o.stream = st;
     return o;
   };
   // CPU scaled_mm of the slice: a rows, b rows (= output columns), their scales.
@@ -116,19 +114,19 @@ Plan make_plan(const std::string& key, const WeightInputs& w, const ActInputs& a
     ops::ScaledMmOptions o;
     o.out_dtype = DType::kF32;
     if (block) o.block = std::pair<int64_t, int64_t>{kBlock, kBlock};
-    const Tensor y = ops::scaled_mm(a_dev.narrow(0, r0, nr).to(cpu), w_dev.narrow(0, c0, nc).to(cpu), sa, sb, o);
+    const Tensor y = ops::scaled_mm(bench_ctx(a_dev.narrow(0, r0, nr).to(cpu)), a_dev.narrow(0, r0, nr).to(cpu), w_dev.narrow(0, c0, nc).to(cpu), sa, sb, o);
     return to_doubles(y);
   };
   if (key == "per_tensor") {
     p.run = [&w, &a, options](int i) {
-      ops::scaled_mm(a.a8[size_t(i)], w.w8[size_t(i)].t(), a.sa_tensor, w.sb_tensor, options(i));
+      ops::scaled_mm(bench_ctx(a.a8[size_t(i)]), a.a8[size_t(i)], w.w8[size_t(i)].t(), a.sa_tensor, w.sb_tensor, options(i));
     };
     p.reference = [&w, &a, cpu_ref](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
       return cpu_ref(a.a8[0], w.w8[0], a.sa_tensor_h, w.sb_tensor_h, false, r0, nr, c0, nc);
     };
   } else if (key == "per_token_channel") {
     p.run = [&w, &a, options](int i) {
-      ops::scaled_mm(a.a8[size_t(i)], w.w8[size_t(i)].t(), a.sa_token, w.sb_channel, options(i));
+      ops::scaled_mm(bench_ctx(a.a8[size_t(i)]), a.a8[size_t(i)], w.w8[size_t(i)].t(), a.sa_token, w.sb_channel, options(i));
     };
     p.reference = [&w, &a, cpu_ref](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
       return cpu_ref(a.a8[0], w.w8[0], a.sa_token_h.narrow(0, r0, nr), w.sb_channel_h.narrow(0, c0, nc), false, r0,
@@ -138,7 +136,7 @@ Plan make_plan(const std::string& key, const WeightInputs& w, const ActInputs& a
     p.run = [&w, &a, options](int i) {
       ops::ScaledMmOptions o = options(i);
       o.block = std::pair<int64_t, int64_t>{kBlock, kBlock};
-      ops::scaled_mm(a.ablock[size_t(i)], w.w8[size_t(i)].t(), a.sa_block[size_t(i)], w.sb_block, o);
+      ops::scaled_mm(bench_ctx(a.ablock[size_t(i)]), a.ablock[size_t(i)], w.w8[size_t(i)].t(), a.sa_block[size_t(i)], w.sb_block, o);
     };
     p.reference = [&w, &a, cpu_ref, cpu](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
       // c0 is a multiple of 128: the slice's weight blocks start at block row c0 / 128.
@@ -165,30 +163,28 @@ Plan make_plan(const std::string& key, const WeightInputs& w, const ActInputs& a
       return y;
     };
   } else if (key == "weight_only") {
-    p.run = [&w, &a, st](int i) {
+    p.run = [&w, &a](int i) {
       ops::WeightOnlyMmOptions o;
       o.output = a.out[size_t(i)];
-      o.stream = st;
-      ops::weight_only_mm(a.abf[size_t(i)], w.w8[size_t(i)].t(), w.sb_channel, o);
+      ops::weight_only_mm(bench_ctx(a.abf[size_t(i)]), a.abf[size_t(i)], w.w8[size_t(i)].t(), w.sb_channel, o);
     };
     p.reference = [&w, &a, cpu](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-      return to_doubles(ops::weight_only_mm(a.abf[0].narrow(0, r0, nr).to(cpu), w.w8[0].narrow(0, c0, nc).to(cpu),
+      return to_doubles(ops::weight_only_mm(bench_ctx(a.abf[0].narrow(0, r0, nr).to(cpu)), a.abf[0].narrow(0, r0, nr).to(cpu), w.w8[0].narrow(0, c0, nc).to(cpu),
                                             w.sb_channel_h.narrow(0, c0, nc)));
     };
   } else if (key == "weight_only_block") {
-    p.run = [&w, &a, st](int i) {
+    p.run = [&w, &a](int i) {
       ops::WeightOnlyMmOptions o;
       o.block = std::pair<int64_t, int64_t>{kBlock, kBlock};
       o.output = a.out[size_t(i)];
-      o.stream = st;
-      ops::weight_only_mm(a.abf[size_t(i)], w.w8[size_t(i)].t(), w.sb_block, o);
+      ops::weight_only_mm(bench_ctx(a.abf[size_t(i)]), a.abf[size_t(i)], w.w8[size_t(i)].t(), w.sb_block, o);
     };
     p.reference = [&w, &a, cpu](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
       ops::WeightOnlyMmOptions o;
       o.block = std::pair<int64_t, int64_t>{kBlock, kBlock};
       const Tensor sb = w.sb_block_h.narrow(0, c0 / kBlock, ceil_div(nc, kBlock));
       return to_doubles(
-          ops::weight_only_mm(a.abf[0].narrow(0, r0, nr).to(cpu), w.w8[0].narrow(0, c0, nc).to(cpu), sb, o));
+          ops::weight_only_mm(bench_ctx(a.abf[0].narrow(0, r0, nr).to(cpu)), a.abf[0].narrow(0, r0, nr).to(cpu), w.w8[0].narrow(0, c0, nc).to(cpu), sb, o));
     };
   } else {
     throw std::runtime_error("unknown scaling " + key);
@@ -336,7 +332,6 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
   std::vector<GemmCaseResult> results;
   std::unique_ptr<Bf16CublasLtGemm> bf16_gemm;
   const Device gpu = Device::cuda(0);
-  const Stream st{static_cast<void*>(stream_)};
   for (const GemmShape& shape : config.shapes) {
     const int64_t n = shape.n, k = shape.k;
     // Which scalings run at which M for this shape.
@@ -418,8 +413,7 @@ std::vector<GemmCaseResult> GemmRunner::run_all(const GemmRunConfig& config) {
           o.group_size = kBlock;
           o.column_major_scales = true;
           o.tma_aligned_scales = config.block_scales_tma_aligned;
-          o.stream = st;
-          const ops::QuantResult q = ops::per_token_group_quant(a.abf.back(), o);
+          const ops::QuantResult q = ops::per_token_group_quant(bench_ctx(a.abf.back()), a.abf.back(), o);
           a.ablock.push_back(q.q);
           a.sa_block.push_back(q.scale);
         }

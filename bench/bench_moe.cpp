@@ -204,19 +204,18 @@ std::pair<double, int64_t> compare(const Tensor& a, const Tensor& b, cudaStream_
 Timing time_gemm1(const Model& model, const Weights& w, bool block, const Tensor& x, const Routing& routing,
                   bool fast_accum, Timer& timer, cudaStream_t s) {
   const int64_t m = x.size(0), slots = m * model.top_k;
-  const ops::GroupedKernel kernel = ops::preferred_grouped_kernel(ops::ExpertQuant::kFp8W8A8, 0);
-  const int64_t block_m = ops::grouped_block_m(slots, model.e, kernel);
-  const ops::MoeAlignResult align = ops::moe_align_block_size(routing.ids, block_m, model.e, {}, false, Stream{s});
+  const Overrides& overrides = process_overrides();
+  const ops::GroupedKernel kernel = ops::preferred_grouped_kernel(ops::ExpertQuant::kFp8W8A8, 0, overrides);
+  const int64_t block_m = ops::grouped_block_m(slots, model.e, kernel, overrides);
+  const ops::MoeAlignResult align = ops::moe_align_block_size(bench_ctx(routing.ids), routing.ids, block_m, model.e, {}, false);
   ops::QuantResult q;
   if (block) {
     ops::PerTokenGroupQuantOptions o;
     o.group_size = 128;
-    o.stream = Stream{s};
-    q = ops::per_token_group_quant(x, o);
+    q = ops::per_token_group_quant(bench_ctx(x), x, o);
   } else {
     ops::ScaledFp8QuantOptions o;
-    o.stream = Stream{s};
-    q = ops::scaled_fp8_quant(x, o);
+    q = ops::scaled_fp8_quant(bench_ctx(x), x, o);
   }
   const Tensor c1 = Tensor::empty({slots, 2 * model.inter}, DType::kBF16, Device::cuda(0));
   ops::GroupedGemmArgs g;
@@ -276,7 +275,6 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, bool weigh
   o.use_fp8_w8a8 = !weight_only;
   o.weight_only = weight_only;  // FP8 experts, bf16 activations (GPUs without FP8 tensor cores)
   o.fast_accum = cli.fast_accum;
-  o.stream = Stream{s};
   if (block) {
     o.block_shape = std::make_pair(int64_t(128), int64_t(128));
     o.w1_scale = w.w1_scale_block;
@@ -285,21 +283,17 @@ CaseResult run_case(const Model& model, const Weights& w, bool block, bool weigh
     o.w1_scale = w.w1_scale_tensor;
     o.w2_scale = w.w2_scale_tensor;
   }
-  auto call = [&]() { return ops::fused_experts(x, w.w1, w.w2, routing.weights, routing.ids, o); };
+  auto call = [&]() { return ops::fused_experts(bench_ctx(x), x, w.w1, w.w2, routing.weights, routing.ids, o); };
+  // The CUDA-core grouped GEMMs, which the verification compares against.
+  Overrides simt = process_overrides();
+  simt.moe_gemm = MoeGemmOverride::kSimt;
+  const ForwardContext simt_ctx(Device::cuda(0), simt, Stream{s});
 
   if (m <= 64) {  // verify: tensor cores vs CUDA cores, every element written
     cuda_empty_cache(0);
     { Tensor poison = Tensor::empty({m, model.h}, DType::kBF16, gpu); poison.fill_bytes_(kPoisonByte, Stream{s}); }
     const Tensor got = call();
-    const char* forced = std::getenv("FP8KIT_MOE_GEMM");  // kept for the timed runs
-    const std::string kept = forced != nullptr ? forced : "";
-    setenv("FP8KIT_MOE_GEMM", "simt", 1);
-    const Tensor want = call();
-    if (forced != nullptr) {
-      setenv("FP8KIT_MOE_GEMM", kept.c_str(), 1);
-    } else {
-      unsetenv("FP8KIT_MOE_GEMM");
-    }
+    const Tensor want = ops::fused_experts(simt_ctx, x, w.w1, w.w2, routing.weights, routing.ids, o);
     const auto [rel, poisoned] = compare(got, want, s);
     // Fast accumulation adds the tensor cores' truncation over the whole K (about 1% of the
     // output at K = 4096-14336; docs/numerics.md).
@@ -390,6 +384,7 @@ int main(int argc, char** argv) {
   try {
     cudaStream_t stream = nullptr;
     check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+    set_bench_stream(stream);
     L2Flusher flusher(get_l2_cache_bytes(0), FlushMode::kRead);
     Timer timer(stream, flusher, cli.timer);
     fmt::print("bench_moe on {} (sm_{}, {} SMs)\n", get_device_name(0), get_device_capability(0).as_int(),

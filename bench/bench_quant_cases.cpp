@@ -107,7 +107,7 @@ struct ShapeInputs {
   float amax = 0;
 };
 
-OpPlan make_plan(const std::string& key, const ShapeInputs& in, Stream st) {
+OpPlan make_plan(const std::string& key, const ShapeInputs& in) {
   const int64_t m = in.m, k = in.k;
   const double mk = double(m) * double(k);
   const Device cpu = Device::cpu();
@@ -123,24 +123,22 @@ OpPlan make_plan(const std::string& key, const ShapeInputs& in, Stream st) {
   if (key == "static") {
     const float s = in.amax / 448.0f;  // a calibrated static scale
     const Tensor scale_dev = Tensor::scalar_f32(s).to(Device::cuda(0));
-    p.run = [&x, scale_dev, st](int i) {
+    p.run = [&x, scale_dev](int i) {
       ops::ScaledFp8QuantOptions o;
       o.scale = scale_dev;
-      o.stream = st;
-      return Tensors{ops::scaled_fp8_quant(x[i], o).q};
+      return Tensors{ops::scaled_fp8_quant(bench_ctx(x[i]), x[i], o).q};
     };
     p.reference = [x_rows, s](const Tensors&, int64_t r0, int64_t n) {
       ops::ScaledFp8QuantOptions o;
       o.scale = Tensor::scalar_f32(s);
-      return Tensors{ops::scaled_fp8_quant(x_rows(r0, n), o).q};
+      return Tensors{ops::scaled_fp8_quant(bench_ctx(x_rows(r0, n)), x_rows(r0, n), o).q};
     };
     p.bytes_in = 2 * mk + 4;
     p.bytes_out = mk;
   } else if (key == "dynamic_per_tensor") {
-    p.run = [&x, st](int i) {
+    p.run = [&x](int i) {
       ops::ScaledFp8QuantOptions o;
-      o.stream = st;
-      const ops::QuantResult r = ops::scaled_fp8_quant(x[i], o);
+      const ops::QuantResult r = ops::scaled_fp8_quant(bench_ctx(x[i]), x[i], o);
       return Tensors{r.q, r.scale};
     };
     // The whole-tensor scale against an independent absmax; the codes of the verified rows
@@ -154,43 +152,41 @@ OpPlan make_plan(const std::string& key, const ShapeInputs& in, Stream st) {
     p.reference = [x_rows, cpu](const Tensors& out, int64_t r0, int64_t n) {
       ops::ScaledFp8QuantOptions o;
       o.scale = Tensor::scalar_f32(out[1].to(cpu).contiguous().data<float>()[0]);
-      return Tensors{ops::scaled_fp8_quant(x_rows(r0, n), o).q};
+      return Tensors{ops::scaled_fp8_quant(bench_ctx(x_rows(r0, n)), x_rows(r0, n), o).q};
     };
     p.rows_of = [](const Tensors& out, int64_t r0, int64_t n) { return Tensors{rows_to_cpu(out[0], r0, n)}; };
     p.bytes_in = 2 * mk;
     p.bytes_out = mk + 4;
   } else if (key == "dynamic_per_token") {
-    p.run = [&x, st](int i) {
+    p.run = [&x](int i) {
       ops::ScaledFp8QuantOptions o;
       o.use_per_token_if_dynamic = true;
-      o.stream = st;
-      const ops::QuantResult r = ops::scaled_fp8_quant(x[i], o);
+      const ops::QuantResult r = ops::scaled_fp8_quant(bench_ctx(x[i]), x[i], o);
       return Tensors{r.q, r.scale};
     };
     p.reference = [x_rows](const Tensors&, int64_t r0, int64_t n) {
       ops::ScaledFp8QuantOptions o;
       o.use_per_token_if_dynamic = true;
-      const ops::QuantResult r = ops::scaled_fp8_quant(x_rows(r0, n), o);
+      const ops::QuantResult r = ops::scaled_fp8_quant(bench_ctx(x_rows(r0, n)), x_rows(r0, n), o);
       return Tensors{r.q, r.scale};
     };
     p.bytes_in = 2 * mk;
     p.bytes_out = mk + 4.0 * m;
   } else if (key == "group128_rowmajor" || key == "group128_colmajor_tma") {
     const bool colmajor = key == "group128_colmajor_tma";
-    p.run = [&x, st, colmajor](int i) {
+    p.run = [&x, colmajor](int i) {
       ops::PerTokenGroupQuantOptions o;
       o.group_size = 128;
       o.column_major_scales = colmajor;
       o.tma_aligned_scales = colmajor;
-      o.stream = st;
-      const ops::QuantResult r = ops::per_token_group_quant(x[i], o);
+      const ops::QuantResult r = ops::per_token_group_quant(bench_ctx(x[i]), x[i], o);
       return Tensors{r.q, r.scale};
     };
     // The reference's row-major scales hold the same values; rows_to_cpu reads them logically.
     p.reference = [x_rows](const Tensors&, int64_t r0, int64_t n) {
       ops::PerTokenGroupQuantOptions o;
       o.group_size = 128;
-      const ops::QuantResult r = ops::per_token_group_quant(x_rows(r0, n), o);
+      const ops::QuantResult r = ops::per_token_group_quant(bench_ctx(x_rows(r0, n)), x_rows(r0, n), o);
       return Tensors{r.q, r.scale};
     };
     if (colmajor) {
@@ -205,14 +201,13 @@ OpPlan make_plan(const std::string& key, const ShapeInputs& in, Stream st) {
     p.bytes_in = 2 * mk;
     p.bytes_out = mk + 4.0 * m * (k / 128);
   } else if (key == "weight_block128") {
-    p.run = [&x, st](int i) {
+    p.run = [&x](int i) {
       ops::WeightQuantOptions o;
-      o.stream = st;
-      const ops::QuantResult r = ops::quantize_weight_block(x[i], 128, 128, o);
+      const ops::QuantResult r = ops::quantize_weight_block(bench_ctx(x[i]), x[i], 128, 128, o);
       return Tensors{r.q, r.scale};
     };
     p.reference = [x_rows](const Tensors&, int64_t r0, int64_t n) {
-      const ops::QuantResult r = ops::quantize_weight_block(x_rows(r0, n), 128, 128);
+      const ops::QuantResult r = ops::quantize_weight_block(bench_ctx(x_rows(r0, n)), x_rows(r0, n), 128, 128);
       return Tensors{r.q, r.scale};
     };
     p.rows_of = [](const Tensors& out, int64_t r0, int64_t n) {
@@ -222,14 +217,13 @@ OpPlan make_plan(const std::string& key, const ShapeInputs& in, Stream st) {
     p.bytes_in = 2 * mk;
     p.bytes_out = mk + 4.0 * ceil_div(m, 128) * ceil_div(k, 128);
   } else if (key == "weight_per_channel") {
-    p.run = [&x, st](int i) {
+    p.run = [&x](int i) {
       ops::WeightQuantOptions o;
-      o.stream = st;
-      const ops::QuantResult r = ops::quantize_weight_per_channel(x[i], o);
+      const ops::QuantResult r = ops::quantize_weight_per_channel(bench_ctx(x[i]), x[i], o);
       return Tensors{r.q, r.scale};
     };
     p.reference = [x_rows](const Tensors&, int64_t r0, int64_t n) {
-      const ops::QuantResult r = ops::quantize_weight_per_channel(x_rows(r0, n));
+      const ops::QuantResult r = ops::quantize_weight_per_channel(bench_ctx(x_rows(r0, n)), x_rows(r0, n));
       return Tensors{r.q, r.scale};
     };
     p.bytes_in = 2 * mk;
@@ -239,16 +233,15 @@ OpPlan make_plan(const std::string& key, const ShapeInputs& in, Stream st) {
     auto qs = std::make_shared<Tensors>(), ss = std::make_shared<Tensors>();
     for (const Tensor& w : x) {
       ops::WeightQuantOptions o;
-      o.stream = st;
-      const ops::QuantResult r = ops::quantize_weight_block(w, 128, 128, o);
+      const ops::QuantResult r = ops::quantize_weight_block(bench_ctx(w), w, 128, 128, o);
       qs->push_back(r.q);
       ss->push_back(r.scale);
     }
-    p.run = [qs, ss, st](int i) {
-      return Tensors{ops::dequantize_weight((*qs)[i], (*ss)[i], DType::kBF16, std::pair<int64_t, int64_t>{128, 128}, st)};
+    p.run = [qs, ss](int i) {
+      return Tensors{ops::dequantize_weight(bench_ctx((*qs)[i]), (*qs)[i], (*ss)[i], DType::kBF16, std::pair<int64_t, int64_t>{128, 128})};
     };
     p.reference = [qs, ss](const Tensors&, int64_t r0, int64_t n) {
-      return Tensors{ops::dequantize_weight(rows_to_cpu((*qs)[0], r0, n),
+      return Tensors{ops::dequantize_weight(bench_ctx(rows_to_cpu((*qs)[0], r0, n)), rows_to_cpu((*qs)[0], r0, n),
                                             rows_to_cpu((*ss)[0], r0 / 128, ceil_div(n, 128)), DType::kBF16,
                                             std::pair<int64_t, int64_t>{128, 128})};
     };
@@ -325,7 +318,6 @@ void verify(const OpPlan& p, const ShapeInputs& in, bool decode, cudaStream_t st
 
 std::vector<CaseResult> CaseRunner::run_all(const std::string& filter) {
   std::vector<CaseResult> results;
-  const Stream st{static_cast<void*>(stream_)};
   for (const ShapeSpec& shape : shapes()) {
     const std::string shape_name = fmt::format("{}x{}", shape.m, shape.k);
     std::vector<int> wanted;
@@ -359,7 +351,7 @@ std::vector<CaseResult> CaseRunner::run_all(const std::string& filter) {
       r.input_copies = copies;
       r.target_pct_copy = shape.decode ? 0 : kOps[o].target_pct_copy;
       try {
-        const OpPlan plan = make_plan(r.kernel, in, st);
+        const OpPlan plan = make_plan(r.kernel, in);
         r.bytes_in = plan.bytes_in;
         r.bytes_out = plan.bytes_out;
         verify(plan, in, shape.decode, stream_, r);

@@ -1,8 +1,13 @@
 // `fp8kit quantize IN OUT` and `fp8kit dequantize IN OUT`.
+#include <charconv>
 #include <cstdio>
+#include <optional>
+#include <string_view>
+#include <tuple>
 
 #include "commands.h"
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/convert.h"
 #include "progress_bar.h"
 
@@ -19,6 +24,22 @@ void print_report(const char* verb, const std::string& out, const ConversionRepo
     std::printf("\n");
   }
   for (const std::string& n : r.notes) std::printf("note: %s\n", n.c_str());
+}
+
+// "N,K" with two decimal integers that fit int64 (sscanf would saturate, not fail); their range
+// is plan_quantization's to check.
+std::optional<std::pair<int64_t, int64_t>> parse_block(const std::string& text) {
+  const size_t comma = text.find(',');
+  if (comma == std::string::npos) return std::nullopt;
+  auto number = [](std::string_view s) -> std::optional<int64_t> {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
+    return v;
+  };
+  const auto n = number(std::string_view(text).substr(0, comma)), k = number(std::string_view(text).substr(comma + 1));
+  if (!n || !k) return std::nullopt;
+  return std::make_pair(*n, *k);
 }
 
 }  // namespace
@@ -47,12 +68,10 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
       o.scheme = args->scheme == "per-tensor"    ? QuantScheme::kPerTensor
                  : args->scheme == "per-channel" ? QuantScheme::kPerChannel
                                                  : QuantScheme::kBlock;
-      long long bn = 0, bk = 0;
-      char tail = 0;
-      FP8KIT_CHECK_ARG(std::sscanf(args->block.c_str(), "%lld,%lld%c", &bn, &bk, &tail) == 2 && bn > 0 && bk > 0,
-                       "--block {}: expected two positive integers N,K such as 128,128", args->block);
-      o.block_n = bn;
-      o.block_k = bk;
+      const std::optional<std::pair<int64_t, int64_t>> block = parse_block(args->block);
+      FP8KIT_CHECK_ARG(block.has_value(), "--block {}: expected two positive integers N,K such as 128,128",
+                       shown_path(args->block));
+      std::tie(o.block_n, o.block_k) = *block;
       o.ue8m0_scales = args->ue8m0;
       o.ignore = args->ignore;
       o.quantize_lm_head = args->lm_head;

@@ -18,5 +18,9 @@ void add_quantize(CLI::App& app, std::function<int()>& run);
 void add_dequantize(CLI::App& app, std::function<int()>& run);
 void add_inspect(CLI::App& app, std::function<int()>& run);
 void add_demo(CLI::App& app, std::function<int()>& run);
+void add_tokenize(CLI::App& app, std::function<int()>& run);
+// The model runner: generate (generation) and eval (perplexity, KL divergence against a base model).
+void add_generate(CLI::App& app, std::function<int()>& run);
+void add_eval(CLI::App& app, std::function<int()>& run);
 
 }  // namespace fp8kit::cli

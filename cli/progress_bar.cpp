@@ -32,6 +32,21 @@ void ProgressBar::update(const ConversionProgress& p) {
   std::fflush(stderr);
 }
 
+void ProgressBar::update_count(int64_t done, int64_t total, const char* unit) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  drawn_ = true;
+  last_ = now;
+  constexpr int kWidth = 28;
+  const double fraction = total > 0 ? double(done) / double(total) : 1.0;
+  const double seconds = std::chrono::duration<double>(now - start_).count();
+  std::string bar(kWidth, ' ');
+  for (int i = 0; i < int(fraction * kWidth); ++i) bar[i] = '#';
+  std::fprintf(stderr, "\r  %s [%s] %3d%%  %lld/%lld %s  %.2f %s/s \x1b[K", label_.c_str(), bar.c_str(),
+               int(fraction * 100), (long long)done, (long long)total, unit, seconds > 0 ? done / seconds : 0.0, unit);
+  std::fflush(stderr);
+}
+
 ProgressCallback ProgressBar::callback() {
   return [this](const ConversionProgress& p) { update(p); };
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "fp8kit/convert.h"
@@ -14,6 +15,8 @@ class ProgressBar {
   explicit ProgressBar(std::string label, bool enabled = true);
   ~ProgressBar();  // ends the line
   void update(const ConversionProgress& progress);
+  // A count of work units: "  eval [###     ]  30%  6/18 windows  0.25 windows/s".
+  void update_count(int64_t done, int64_t total, const char* unit);
   ProgressCallback callback();
 
  private:

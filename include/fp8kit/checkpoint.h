@@ -35,7 +35,9 @@ class Checkpoint {
  public:
   // Opens `dir`: model.safetensors.index.json if present (every shard it names must exist and
   // hold the tensors it lists), else model.safetensors, else every *.safetensors file. Every
-  // shard header is validated here; a tensor name found in two shards is an error.
+  // shard header is validated here; a tensor name found in two shards, or no tensor at all, is
+  // an error. Every file is read through io/checkpoint_files.h: regular files only, symbolic
+  // links only inside the directory (or a Hugging Face cache's blobs), JSON files capped.
   static Checkpoint open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
@@ -54,6 +56,10 @@ class Checkpoint {
   Tensor tensor(const std::string& name) const;
   void prefetch(const std::string& name) const;  // see SafetensorsFile::prefetch
   void release(const std::string& name) const;   // see SafetensorsFile::release
+  void verify(const std::string& name) const;    // see SafetensorsFile::verify
+  // Another JSON file of the directory (hf_quant_config.json), checked as every file fp8kit
+  // reads from it; nullopt when there is none.
+  std::optional<nlohmann::ordered_json> read_json(const std::string& file_name) const;
 
  private:
   struct Location {

@@ -13,7 +13,9 @@
 // Linear weights are quantized; embeddings, norms, MoE routers and lm_head (unless asked) are
 // copied unchanged and the linear ones are listed in the ignored layers. Tensors stream one at a
 // time from the memory-mapped input (bounded memory, all cores); the output is written under
-// OUT.partial and renamed to OUT only when complete.
+// OUT.partial.<pid>.<random> and renamed to OUT only when complete, while the run holds OUT's
+// lock; the input's other files and subdirectories are copied with it (README.md: "The
+// command-line tool").
 #pragma once
 
 #include <cstdint>
@@ -41,7 +43,9 @@ using ProgressCallback = std::function<void(const ConversionProgress&)>;
 
 struct QuantizeOptions {
   QuantScheme scheme = QuantScheme::kBlock;
-  int64_t block_n = 128;  // block scheme only
+  // Block scheme only: from 1 to 1048576 each (2^20: larger tiles than any FP8 kernel takes, and
+  // larger than any weight dimension, where a block that size is one partial block anyway).
+  int64_t block_n = 128;
   int64_t block_k = 128;
   bool ue8m0_scales = false;  // block scheme: power-of-two scales, "scale_fmt": "ue8m0"
   // Modules to keep unquantized: an exact module path ("model.layers.0.mlp.down_proj") or a

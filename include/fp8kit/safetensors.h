@@ -62,7 +62,12 @@ class SafetensorsFile {
   void prefetch(std::string_view name) const;
   // Advises the OS that the pages of tensor `name` are not needed for now: they leave this
   // process's resident set (they stay in the page cache and come back when touched again).
+  // Checks first, as verify does, that the file did not shrink while the tensor was read.
   void release(std::string_view name) const;
+  // Error(kIo) naming the file and tensor `name` when the file shrank since it was opened. A
+  // view's pages past the new end read as zeros instead of crashing the process (SIGBUS), so
+  // whoever reads a view calls verify (or release) before trusting what it read.
+  void verify(std::string_view name) const;
 
  private:
   SafetensorsFile() = default;

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <map>
 
+#include "convert/auxiliary_files.h"
 #include "convert/checkpoint_layout.h"
 #include "convert/output_directory.h"
 #include "convert/sharded_output.h"
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/convert.h"
 #include "fp8kit/ops/quant.h"
@@ -32,10 +34,19 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
   const auto start = std::chrono::steady_clock::now();
   const Checkpoint checkpoint = Checkpoint::open(input_dir);
   const convert::CheckpointLayout layout = convert::analyze_checkpoint(checkpoint);
-  FP8KIT_CHECK_ARG(!layout.fp8_weights.empty(), "{} holds no FP8 weights to dequantize", input_dir);
+  // What inspect reports as a problem of the config or of a weight's scale is refused here with
+  // the same text: a loader would refuse the config, and a bad scale dequantizes to NaN, Inf or
+  // flipped weights.
+  FP8KIT_CHECK_ARG(layout.config_problems.empty(), "{}/{}: {}", shown_path(input_dir), layout.config_file,
+                   layout.config_problems.empty() ? "" : layout.config_problems.front());
+  FP8KIT_CHECK_ARG(!layout.fp8_weights.empty(), "{} holds no FP8 weights to dequantize", shown_path(input_dir));
   for (const auto& [name, w] : layout.fp8_weights) {
-    FP8KIT_CHECK_ARG(!w.scale.empty() && !w.scheme.empty(), "{}: cannot dequantize {}: {}", input_dir, name,
-                     w.scale.empty() ? "it has no scale tensor" : "its scale fits no known scheme");
+    FP8KIT_CHECK_ARG(!w.scale.empty() && !w.scheme.empty(), "{}: cannot dequantize {}: {}", shown_path(input_dir),
+                     quote_name(name), w.scale.empty() ? "it has no scale tensor" : "its scale fits no known scheme");
+    const auto bad = layout.scale_value_problems.find(w.scale);
+    FP8KIT_CHECK_ARG(bad == layout.scale_value_problems.end(), "{}: cannot dequantize {}: {}",
+                     shown_path(input_dir), quote_name(name),
+                     bad == layout.scale_value_problems.end() ? "" : bad->second);
   }
   const DType out_dtype = options.out_dtype.value_or(default_out_dtype(checkpoint));
   FP8KIT_CHECK_ARG(out_dtype == DType::kBF16 || out_dtype == DType::kF16 || out_dtype == DType::kF32,
@@ -53,30 +64,40 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
     shard_outputs[checkpoint.shard_of(name)].push_back({name, fp8 ? out_dtype : info.dtype, info.shape});
   }
   convert::OutputDirectory out(output_dir, options.force, input_dir);
-  convert::ShardedOutput shards(out, shard_outputs);
+  std::vector<std::string> written = convert::written_by_conversion(checkpoint);
+  written.push_back("hf_quant_config.json");  // a ModelOpt quantization config: dropped with the scales
+  const convert::AuxiliaryFiles aux = convert::plan_auxiliary_files(input_dir, out.paths(), written);
+  convert::copy_auxiliary_files(input_dir, aux, out);
+  convert::ShardedOutput shards(out, checkpoint, shard_outputs);
 
   ConversionReport report;
   ConversionProgress progress;
   for (const std::string& name : checkpoint.tensor_names()) progress.bytes_total += checkpoint.info(name).data_end - checkpoint.info(name).data_begin;
   for (const std::string& name : checkpoint.tensor_names()) {
     const TensorInfo& info = checkpoint.info(name);
-    checkpoint.prefetch(name);
-    if (!dropped(name)) {
-      const std::string& shard = checkpoint.shard_of(name);
-      const auto w = layout.fp8_weights.find(name);
-      Tensor t;
-      if (w == layout.fp8_weights.end()) {
-        t = checkpoint.tensor(name);
-        report.tensors_copied++;
-      } else {
-        const Tensor scale = convert::scale_as_f32(checkpoint, w->second.scale);
-        const Tensor q = checkpoint.tensor(name);
-        t = ops::dequantize_weight(q, scale, out_dtype, w->second.block);
-        report.tensors_quantized++;
+    try {
+      checkpoint.prefetch(name);
+      if (!dropped(name)) {
+        const std::string& shard = checkpoint.shard_of(name);
+        const auto w = layout.fp8_weights.find(name);
+        Tensor t;
+        if (w == layout.fp8_weights.end()) {
+          t = checkpoint.tensor(name);
+          report.tensors_copied++;
+        } else {
+          const Tensor scale = convert::scale_as_f32(checkpoint, w->second.scale);
+          const Tensor q = checkpoint.tensor(name);
+          t = ops::dequantize_weight(ForwardContext::from_environment(), q, scale, out_dtype, w->second.block);
+          checkpoint.verify(w->second.scale);
+          report.tensors_quantized++;
+        }
+        shards.write(shard, name, t);
       }
-      shards.write(shard, name, t);
+      checkpoint.release(name);
+    } catch (const Error&) {
+      checkpoint.verify(name);  // a shard that shrank underneath is the cause to report
+      throw;
     }
-    checkpoint.release(name);
     progress.bytes_done += info.data_end - info.data_begin;
     progress.current_tensor = name;
     if (options.progress) options.progress(progress);
@@ -87,9 +108,10 @@ ConversionReport dequantize_checkpoint(const std::string& input_dir, const std::
   nlohmann::ordered_json config = checkpoint.config();
   config.erase("quantization_config");
   config.erase("compression_config");
-  write_json_file(out.path("config.json"), config);
-  convert::copy_auxiliary_files(input_dir, out, report.notes, {"hf_quant_config.json"});
+  out.write_json("config.json", config);
   out.commit();
+  report.notes.insert(report.notes.end(), out.notes().begin(), out.notes().end());
+  report.notes.insert(report.notes.end(), aux.notes.begin(), aux.notes.end());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

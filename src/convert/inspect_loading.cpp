@@ -4,6 +4,11 @@
 // tests/cpu/test_model_loader_moe.cpp.
 #include "convert/inspect_loading.h"
 
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/model/model_loader.h"
 
@@ -24,20 +29,60 @@ std::string moe_method(const QuantizationConfig& config) {
   return dynamic_cast<const Fp8Config*>(&config) != nullptr ? "Fp8MoEMethod" : config.get_name();
 }
 
+// 1 + the highest N of the "model.layers.N." tensors (0 when there is none).
+int64_t layers_present(const Checkpoint& checkpoint) {
+  static const std::string kPrefix = "model.layers.";
+  int64_t layers = 0;
+  for (const std::string& name : checkpoint.tensor_names()) {
+    if (name.compare(0, kPrefix.size(), kPrefix) != 0) continue;
+    const size_t dot = name.find('.', kPrefix.size());
+    const size_t digits = dot == std::string::npos ? 0 : dot - kPrefix.size();
+    if (digits == 0 || digits > 9 || name.find_first_not_of("0123456789", kPrefix.size()) != dot) continue;
+    layers = std::max<int64_t>(layers, std::stoll(name.substr(kPrefix.size(), digits)) + 1);
+  }
+  return layers;
+}
+
 }  // namespace
+
+std::optional<std::string> layer_count_problem(const nlohmann::ordered_json& config, int64_t present) {
+  const auto it = config.find("num_hidden_layers");
+  // A value of the wrong type is describe_hf_model's to report; nlohmann keeps non-negative
+  // integers unsigned.
+  if (it == config.end() || !it->is_number_unsigned()) return std::nullopt;
+  const uint64_t declared = it->get<uint64_t>();
+  if (declared <= uint64_t(present)) return std::nullopt;
+  return fmt::format("config.json: `num_hidden_layers` is {}, but the checkpoint holds tensors of {} layer(s)",
+                     declared, present);
+}
 
 void describe_loading(const Checkpoint& checkpoint, InspectReport& report) {
   if (!checkpoint.has_config()) {
     report.loading_note = "no config.json: the architecture is unknown";
     return;
   }
+  const std::optional<std::string> problem = layer_count_problem(checkpoint.config(), layers_present(checkpoint));
+  if (problem) {
+    report.problems.push_back(*problem);
+    report.loading_note = *problem;
+    return;
+  }
   ModelDescription description;
-  std::unique_ptr<QuantizationConfig> config;
   try {
     description = describe_hf_model(checkpoint.config());
+  } catch (const Error& e) {
+    // A config value the loader refuses is a problem; an architecture fp8kit does not describe
+    // yet (kUnsupported) only a note.
+    if (e.code() != ErrorCode::kUnsupported) report.problems.push_back(e.what());
+    report.loading_note = e.what();
+    return;
+  }
+  std::unique_ptr<QuantizationConfig> config;
+  try {
     config = get_quant_config(checkpoint.config());
     config->packed_modules_mapping = description.packed_modules_mapping;
   } catch (const Error& e) {
+    // analyze_checkpoint reports what is wrong with the quantization config already.
     report.loading_note = e.what();
     return;
   }

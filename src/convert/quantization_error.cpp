@@ -6,6 +6,7 @@
 
 #include "convert/checkpoint_layout.h"
 #include "core/check.h"
+#include "core/names.h"
 #include "core/parallel.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/ops/quant.h"
@@ -37,10 +38,10 @@ std::vector<WeightError> measure_quantization_error(const std::string& reference
   std::vector<WeightError> errors;
   constexpr int64_t kColumns = 8;
   for (const auto& [name, w] : layout.fp8_weights) {
-    FP8KIT_CHECK_ARG(reference.contains(name), "{} has no tensor {}", reference_dir, name);
-    FP8KIT_CHECK_ARG(!w.scheme.empty(), "{}: {} has no usable scale", fp8_dir, name);
+    FP8KIT_CHECK_ARG(reference.contains(name), "{} has no tensor {}", shown_path(reference_dir), quote_name(name));
+    FP8KIT_CHECK_ARG(!w.scheme.empty(), "{}: {} has no usable scale", shown_path(fp8_dir), quote_name(name));
     const Tensor ref = as_f32(reference.tensor(name));
-    const Tensor deq = ops::dequantize_weight(quantized.tensor(name), scale_as_f32(quantized, w.scale), DType::kF32,
+    const Tensor deq = ops::dequantize_weight(ForwardContext::from_environment(), quantized.tensor(name), scale_as_f32(quantized, w.scale), DType::kF32,
                                               w.block);
     const int64_t n = ref.size(0), k = ref.size(1);
     std::vector<double> x(k * kColumns);

@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cfloat>
 
+#include "convert/auxiliary_files.h"
 #include "convert/module_names.h"
 #include "convert/output_directory.h"
 #include "convert/quantize_plan.h"
 #include "convert/sharded_output.h"
 #include "convert/tensor_scan.h"
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/convert.h"
 #include "fp8kit/ops/quant.h"
@@ -41,8 +43,8 @@ Tensor aligned_tensor(const Checkpoint& checkpoint, const std::string& name) {
 
 float checked_absmax(const Checkpoint& checkpoint, const std::string& name) {
   const convert::ScanResult scan = convert::scan_tensor(aligned_tensor(checkpoint, name));
-  FP8KIT_CHECK_ARG(scan.first_non_finite < 0, "{}: tensor '{}' holds a NaN or infinity at flat index {}",
-                   checkpoint.dir(), name, scan.first_non_finite);
+  FP8KIT_CHECK_ARG(scan.first_non_finite < 0, "{}: tensor {} holds a NaN or infinity at flat index {}",
+                   shown_path(checkpoint.dir()), quote_name(name), scan.first_non_finite);
   return scan.absmax;
 }
 
@@ -60,6 +62,7 @@ ops::QuantResult quantize_one(const Checkpoint& checkpoint, const std::string& n
                               const QuantizeOptions& options, const QuantizePlan& plan,
                               std::map<std::string, float>& group_scales) {
   const Tensor w = aligned_tensor(checkpoint, name);
+  const ForwardContext ctx = ForwardContext::from_environment();
   switch (options.scheme) {
     case QuantScheme::kPerTensor: {
       auto it = group_scales.find(planned.shared_scale_group);
@@ -69,16 +72,16 @@ ops::QuantResult quantize_one(const Checkpoint& checkpoint, const std::string& n
       }
       ops::ScaledFp8QuantOptions o;
       o.scale = Tensor::scalar_f32(it->second);
-      return ops::scaled_fp8_quant(w, o);
+      return ops::scaled_fp8_quant(ctx, w, o);
     }
     case QuantScheme::kPerChannel:
       checked_absmax(checkpoint, name);
-      return ops::quantize_weight_per_channel(w);
+      return ops::quantize_weight_per_channel(ctx, w);
     case QuantScheme::kBlock: {
       checked_absmax(checkpoint, name);
       ops::WeightQuantOptions o;
       o.ue8m0_scales = options.ue8m0_scales;
-      return ops::quantize_weight_block(w, options.block_n, options.block_k, o);
+      return ops::quantize_weight_block(ctx, w, options.block_n, options.block_k, o);
     }
   }
   fail(ErrorCode::kInternal, "unknown quantization scheme");
@@ -102,12 +105,14 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
   nlohmann::ordered_json config = checkpoint.config();
   for (const char* key : {"quantization_config", "compression_config"}) {
     FP8KIT_CHECK_ARG(!config.contains(key), "{}/config.json already has a {}: the input must be unquantized",
-                     input_dir, key);
+                     shown_path(input_dir), key);
   }
   QuantizePlan plan = convert::plan_quantization(checkpoint, options);
 
   convert::OutputDirectory out(output_dir, options.force, input_dir);
-  convert::ShardedOutput shards(out, plan.shard_outputs);
+  const convert::AuxiliaryFiles aux = convert::plan_auxiliary_files(input_dir, out.paths(), convert::written_by_conversion(checkpoint));
+  convert::copy_auxiliary_files(input_dir, aux, out);
+  convert::ShardedOutput shards(out, checkpoint, plan.shard_outputs);
 
   ConversionReport report;
   ConversionProgress progress;
@@ -116,19 +121,24 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
   std::map<std::string, float> group_scales;
   for (const std::string& name : order) {
     const TensorInfo& info = checkpoint.info(name);
-    checkpoint.prefetch(name);
-    const std::string& shard = checkpoint.shard_of(name);
-    const auto planned = plan.weights.find(name);
-    if (planned == plan.weights.end()) {
-      shards.write(shard, name, checkpoint.tensor(name));
-      report.tensors_copied++;
-    } else {
-      const ops::QuantResult r = quantize_one(checkpoint, name, planned->second, options, plan, group_scales);
-      shards.write(shard, name, r.q);
-      shards.write(shard, planned->second.scale_name, r.scale.view(planned->second.scale_shape));
-      report.tensors_quantized++;
+    try {
+      checkpoint.prefetch(name);
+      const std::string& shard = checkpoint.shard_of(name);
+      const auto planned = plan.weights.find(name);
+      if (planned == plan.weights.end()) {
+        shards.write(shard, name, checkpoint.tensor(name));
+        report.tensors_copied++;
+      } else {
+        const ops::QuantResult r = quantize_one(checkpoint, name, planned->second, options, plan, group_scales);
+        shards.write(shard, name, r.q);
+        shards.write(shard, planned->second.scale_name, r.scale.view(planned->second.scale_shape));
+        report.tensors_quantized++;
+      }
+      checkpoint.release(name);
+    } catch (const Error&) {
+      checkpoint.verify(name);  // a shard that shrank underneath is the cause to report
+      throw;
     }
-    checkpoint.release(name);
     progress.bytes_done += info.data_end - info.data_begin;
     progress.current_tensor = name;
     if (options.progress) options.progress(progress);
@@ -137,10 +147,11 @@ ConversionReport quantize_checkpoint(const std::string& input_dir, const std::st
   shards.finish(checkpoint.sharded());
   report.output_tensor_bytes = shards.bytes_written();
   config["quantization_config"] = plan.quantization_config;
-  write_json_file(out.path("config.json"), config);
-  convert::copy_auxiliary_files(input_dir, out, plan.notes);
+  out.write_json("config.json", config);
   out.commit();
 
+  plan.notes.insert(plan.notes.end(), out.notes().begin(), out.notes().end());
+  plan.notes.insert(plan.notes.end(), aux.notes.begin(), aux.notes.end());
   report.ignored_layers = plan.ignored_layers;
   report.notes = plan.notes;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

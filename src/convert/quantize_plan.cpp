@@ -1,19 +1,21 @@
 #include "convert/quantize_plan.h"
 
 #include <algorithm>
-#include <regex>
+#include <optional>
 #include <set>
 
 #include "convert/module_names.h"
 #include "core/check.h"
+#include "core/names.h"
+#include "core/checked_math.h"
+#include "io/regex.h"
 
 namespace fp8kit::convert {
 namespace {
 
 struct IgnorePattern {
   std::string text;
-  bool is_regex = false;
-  std::regex regex;
+  std::optional<io::Regex> regex;  // for "re:" patterns, matched as Python's re.match
   bool used = false;
 };
 
@@ -22,14 +24,7 @@ std::vector<IgnorePattern> parse_ignore(const std::vector<std::string>& patterns
   for (const std::string& p : patterns) {
     IgnorePattern ip;
     ip.text = p;
-    if (p.rfind("re:", 0) == 0) {
-      ip.is_regex = true;
-      try {
-        ip.regex = std::regex(p.substr(3), std::regex::ECMAScript);
-      } catch (const std::regex_error& e) {
-        fail(ErrorCode::kInvalidArgument, "--ignore {}: invalid regular expression: {}", p, e.what());
-      }
-    }
+    if (p.rfind("re:", 0) == 0) ip.regex.emplace(std::string_view(p).substr(3), "--ignore pattern");
     out.push_back(std::move(ip));
   }
   return out;
@@ -38,7 +33,8 @@ std::vector<IgnorePattern> parse_ignore(const std::vector<std::string>& patterns
 bool ignored_by_user(const std::string& module, std::vector<IgnorePattern>& patterns) {
   bool hit = false;
   for (IgnorePattern& p : patterns) {
-    const bool match = p.is_regex ? std::regex_match(module, p.regex) : (p.text == module || p.text == module + ".weight");
+    const bool match =
+        p.regex ? p.regex->matches_at_start(module) : (p.text == module || p.text == module + ".weight");
     if (match) p.used = true;
     hit = hit || match;
   }
@@ -79,15 +75,15 @@ nlohmann::ordered_json fp8_config(const QuantizeOptions& options, const std::vec
   return c;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 QuantizePlan plan_quantization(const Checkpoint& checkpoint, const QuantizeOptions& options) {
   const bool block = options.scheme == QuantScheme::kBlock;
   if (block) {
-    FP8KIT_CHECK_ARG(options.block_n > 0 && options.block_k > 0, "--block {},{}: block sizes must be positive",
-                     options.block_n, options.block_k);
+    constexpr int64_t kMaxBlock = int64_t(1) << 20;  // see QuantizeOptions
+    FP8KIT_CHECK_ARG(options.block_n > 0 && options.block_k > 0 && options.block_n <= kMaxBlock &&
+                         options.block_k <= kMaxBlock,
+                     "--block {},{}: block sizes must be from 1 to {}", options.block_n, options.block_k, kMaxBlock);
   }
   FP8KIT_CHECK_ARG(!(options.ue8m0_scales && !block), "ue8m0 scales need the block scheme");
   QuantizePlan plan;
@@ -99,8 +95,8 @@ QuantizePlan plan_quantization(const Checkpoint& checkpoint, const QuantizeOptio
   for (const std::string& name : checkpoint.tensor_names()) {
     const TensorInfo& info = checkpoint.info(name);
     FP8KIT_CHECK_ARG(!is_fp8(info.dtype) && info.dtype != DType::kUE8M0,
-                     "{}: tensor '{}' is already {}: the input must be a 16- or 32-bit checkpoint", checkpoint.dir(),
-                     name, dtype_safetensors_name(info.dtype));
+                     "{}: tensor {} is already {}: the input must be a 16- or 32-bit checkpoint",
+                     shown_path(checkpoint.dir()), quote_name(name), dtype_safetensors_name(info.dtype));
     const std::optional<std::string> module = strip_suffix(name, ".weight");
     if (!module || info.shape.size() != 2 || !is_floating(info.dtype) || info.dtype == DType::kF64) continue;
     const ModuleKind kind = module_kind(*module);
@@ -143,7 +139,7 @@ QuantizePlan plan_quantization(const Checkpoint& checkpoint, const QuantizeOptio
       plan.scale_groups[w.shared_scale_group].push_back(name);
     }
     FP8KIT_CHECK_ARG(!checkpoint.contains(w.scale_name), "{}: the input already has a tensor named {}",
-                     checkpoint.dir(), w.scale_name);
+                     shown_path(checkpoint.dir()), quote_name(w.scale_name));
     plan.weights.emplace(name, std::move(w));
   }
 

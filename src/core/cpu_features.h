@@ -1,7 +1,7 @@
 // The instruction sets of the machine fp8kit runs on, detected once (CPUID and the OS's saved
 // register state, XGETBV), and the kernel families the fast CPU backend has for them. The plans
 // of the CPU ops (src/ops/*/..._cpu_plan.cpp) take a CpuIsa as data, so tests can force any
-// family the machine can run. Tested by tests/cpu/test_cpu_features.cpp.
+// family the machine can run. Tested by CpuFeatures.* (tests/cpu/test_gemm_cpu_plan.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,13 +1,29 @@
 // CPU parallelism for the reference ops and the checkpoint tools: one process-wide pool of worker
-// threads (FP8KIT_NUM_THREADS, default: the hardware threads) and a blocking parallel_for.
+// threads (process_overrides().num_threads: FP8KIT_NUM_THREADS or --threads; default: the
+// hardware threads) and a blocking parallel_for.
+// Tested in tests/cpu/test_parallel.cpp.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 
 namespace fp8kit {
 
+// The threads of the process-wide pool (the caller included). The pool starts at the first call,
+// sized from process_overrides() (whose first use parses the environment: an invalid
+// FP8KIT_NUM_THREADS throws Error(kInvalidArgument) there). When the system refuses threads, the
+// pool runs with those it got and says so once on the log.
 int num_threads();
+
+// The most threads a pool may have: 4 per hardware thread, at least 64 (oversubscription that
+// small costs little, and tests of the pool need more threads than a 2-core machine has), at
+// most 1024 (each thread costs ~130 KiB resident and a process id; 100,000 exhausted a host).
+int max_threads();
+
+// A thread count given as text (FP8KIT_NUM_THREADS, --threads): decimal digits only, from 1 to
+// max_threads(). Error(kInvalidArgument) "<what> must be an integer from 1 to N, got '<text>'".
+int parse_thread_count(std::string_view text, std::string_view what);
 
 // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain` long (except
 // the last), on the pool and the calling thread; returns when all are done. The first exception

@@ -68,9 +68,15 @@ std::string shape_to_string(const Shape& shape) {
 }
 
 int64_t shape_numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  // A zero dimension makes the product 0, but the others must still fit (strides use them).
+  int64_t nonzero = 1;
+  bool empty = false;
+  for (int64_t d : shape) {
+    empty = empty || d == 0;
+    FP8KIT_CHECK_ARG(d == 0 || !__builtin_mul_overflow(nonzero, d, &nonzero),
+                     "shape {} has more elements than a 64-bit integer holds", shape_to_string(shape));
+  }
+  return empty ? 0 : nonzero;
 }
 
 Shape contiguous_strides(const Shape& shape) {
@@ -113,7 +119,10 @@ Storage::~Storage() {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) FP8KIT_CHECK_ARG(d >= 0, "negative dimension in shape {}", shape_to_string(shape));
-  const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  size_t nbytes = 0;
+  FP8KIT_CHECK_ARG(!__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &nbytes),
+                   "a {} tensor of shape {} needs more bytes than a 64-bit size holds", dtype_name(dtype),
+                   shape_to_string(shape));
   return from_storage(Storage::allocate(nbytes, device), shape, contiguous_strides(shape), 0, dtype);
 }
 
@@ -180,7 +189,10 @@ void Tensor::check_dtype(DType expected) const {
 float Tensor::item_f32() const {
   FP8KIT_CHECK_ARG(defined() && numel() == 1, "item_f32: expected a one-element tensor, got {}", description());
   FP8KIT_CHECK_ARG(device().is_cpu(), "item_f32: tensor is on {}", device().str());
-  return *data<float>();
+  // A tensor mapped from a file may sit at any byte offset: no aligned float load.
+  float value;
+  std::memcpy(&value, data<float>(), sizeof(value));
+  return value;
 }
 
 Tensor Tensor::view(const Shape& shape) const {

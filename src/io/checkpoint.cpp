@@ -8,8 +8,11 @@
 #include <set>
 #include <system_error>
 
+#include <fmt/ranges.h>
+
 #include "core/check.h"
-#include "io/names.h"
+#include "core/names.h"
+#include "io/checkpoint_files.h"
 
 namespace fp8kit {
 namespace {
@@ -19,23 +22,24 @@ namespace fs = std::filesystem;
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
 
-bool is_file(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_regular_file(p, ec);  // follows symlinks, as Hugging Face caches use them
-}
+using Kind = io::CheckpointDir::Kind;
 
-// Every *.safetensors regular file of `dir`, sorted.
-std::vector<std::string> list_safetensors(const std::string& dir) {
+// Every *.safetensors entry of `dir` that is not a directory, sorted. A FIFO or device among
+// them is kept, so that opening it says what it is.
+std::vector<std::string> list_safetensors(const io::CheckpointDir& dir) {
   std::vector<std::string> names;
   std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", dir, ec.message());
+  fs::directory_iterator it(dir.path(), ec);
+  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", shown_path(dir.path()), ec.message());
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) break;
     const fs::path& p = it->path();
-    if (p.extension() == ".safetensors" && is_file(p)) names.push_back(p.filename().string());
+    if (p.extension() != ".safetensors") continue;
+    const std::string name = p.filename().string();
+    const Kind kind = dir.resolve(name).kind;
+    if (kind != Kind::kAbsent && kind != Kind::kDirectory) names.push_back(name);
   }
-  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", dir, ec.message());
+  FP8KIT_CHECK(!ec, ErrorCode::kIo, "{}: cannot list the directory: {}", shown_path(dir.path()), ec.message());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -43,64 +47,69 @@ std::vector<std::string> list_safetensors(const std::string& dir) {
 }  // namespace
 
 Checkpoint Checkpoint::open(const std::string& dir) {
-  std::error_code ec;
-  FP8KIT_CHECK(fs::is_directory(dir, ec), ErrorCode::kIo, "{}: not a checkpoint directory: {}", dir,
-               ec ? ec.message() : std::string("not a directory"));
+  const io::CheckpointDir root(dir);
   Checkpoint ckpt;
   ckpt.dir_ = dir;
-  const fs::path root(dir);
 
-  const fs::path config_path = root / "config.json";
-  if (is_file(config_path)) {
-    ckpt.config_ = read_json_file(config_path.string());
+  if (root.resolve("config.json").kind != Kind::kAbsent) {
+    const std::string config_path = root.join("config.json");
+    ckpt.config_ = read_json_file(config_path);
     FP8KIT_CHECK(ckpt.config_->is_object(), ErrorCode::kIo, "{}: config.json must hold a JSON object",
-                 config_path.string());
+                 shown_path(config_path));
   }
 
   std::vector<std::string> files;
   std::optional<SafetensorsIndex> index;
-  const fs::path index_path = root / kIndexName;
-  if (is_file(index_path)) {
-    index = read_safetensors_index(index_path.string());
+  const std::string index_path = root.join(kIndexName);
+  if (root.resolve(kIndexName).kind != Kind::kAbsent) {
+    index = read_safetensors_index(index_path);
     ckpt.sharded_ = true;
     std::set<std::string> named;
     for (const auto& [tensor, file] : index->weight_map) {
       if (!named.insert(file).second) continue;
-      FP8KIT_CHECK(is_file(root / file), ErrorCode::kIo, "{}: shard {} (named for tensor {}) does not exist in {}",
-                   index_path.string(), io::quote_name(file), io::quote_name(tensor), dir);
+      FP8KIT_CHECK(root.resolve(file).kind != Kind::kAbsent, ErrorCode::kIo,
+                   "{}: shard {} (named for tensor {}) does not exist in {}", shown_path(index_path),
+                   quote_name(file), quote_name(tensor), shown_path(dir));
     }
-    FP8KIT_CHECK(!named.empty(), ErrorCode::kIo, "{}: the weight_map lists no tensors", index_path.string());
+    FP8KIT_CHECK(!named.empty(), ErrorCode::kIo, "{}: the weight_map lists no tensors", shown_path(index_path));
     files.assign(named.begin(), named.end());
-  } else if (is_file(root / kSingleName)) {
+  } else if (root.resolve(kSingleName).kind != Kind::kAbsent) {
     files.push_back(kSingleName);
   } else {
-    files = list_safetensors(dir);
-    FP8KIT_CHECK(!files.empty(), ErrorCode::kIo, "{}: no safetensors files (no {}, no {}, no *.safetensors)", dir,
-                 kIndexName, kSingleName);
+    files = list_safetensors(root);
+    FP8KIT_CHECK(!files.empty(), ErrorCode::kIo, "{}: no safetensors files (no {}, no {}, no *.safetensors)",
+                 shown_path(dir), kIndexName, kSingleName);
   }
 
   for (const std::string& file : files) {
-    auto shard = SafetensorsFile::open((root / file).string());
+    auto shard = SafetensorsFile::open(root.join(file));
     for (const TensorInfo& info : shard->tensors()) {
       const auto [it, inserted] = ckpt.where_.emplace(info.name, Location{file, &info});
-      FP8KIT_CHECK(inserted, ErrorCode::kIo, "{}: tensor {} is in two shards: {} and {}", dir, io::quote_name(info.name),
-                   it->second.file, file);
+      FP8KIT_CHECK(inserted, ErrorCode::kIo, "{}: tensor {} is in two shards: {} and {}", shown_path(dir),
+                   quote_name(info.name), quote_name(it->second.file), quote_name(file));
     }
     ckpt.files_.emplace(file, std::move(shard));
   }
+  FP8KIT_CHECK(!ckpt.where_.empty(), ErrorCode::kIo, "{}: the checkpoint holds no tensors (its shards: {})", dir,
+               fmt::join(files, ", "));
   if (index) {
     for (const auto& [tensor, file] : index->weight_map) {
       const auto it = ckpt.where_.find(tensor);
       FP8KIT_CHECK(it != ckpt.where_.end() && it->second.file == file, ErrorCode::kIo,
-                   "{}: tensor {} is listed in {} but {} has no such tensor", (root / file).string(),
-                   io::quote_name(tensor), kIndexName, file);
+                   "{}: tensor {} is listed in {} but {} has no such tensor", shown_path(root.join(file)),
+                   quote_name(tensor), kIndexName, quote_name(file));
     }
   }
   return ckpt;
 }
 
+std::optional<nlohmann::ordered_json> Checkpoint::read_json(const std::string& file_name) const {
+  if (io::CheckpointDir(dir_).resolve(file_name).kind == Kind::kAbsent) return std::nullopt;
+  return read_json_file(dir_ + "/" + file_name);
+}
+
 const nlohmann::ordered_json& Checkpoint::config() const {
-  FP8KIT_CHECK(config_.has_value(), ErrorCode::kIo, "{}: the checkpoint has no config.json", dir_);
+  FP8KIT_CHECK(config_.has_value(), ErrorCode::kIo, "{}: the checkpoint has no config.json", shown_path(dir_));
   return *config_;
 }
 
@@ -123,7 +132,8 @@ namespace {
 template <typename Map>
 const auto& lookup(const Map& where, const std::string& dir, const std::string& name) {
   const auto it = where.find(name);
-  FP8KIT_CHECK(it != where.end(), ErrorCode::kIo, "{}: the checkpoint has no tensor {}", dir, io::quote_name(name));
+  FP8KIT_CHECK(it != where.end(), ErrorCode::kIo, "{}: the checkpoint has no tensor {}", shown_path(dir),
+               quote_name(name));
   return it->second;
 }
 
@@ -135,7 +145,8 @@ const std::string& Checkpoint::shard_of(const std::string& name) const { return 
 
 const SafetensorsFile& Checkpoint::shard(const std::string& file_name) const {
   const auto it = files_.find(file_name);
-  FP8KIT_CHECK(it != files_.end(), ErrorCode::kIo, "{}: the checkpoint has no shard {}", dir_, io::quote_name(file_name));
+  FP8KIT_CHECK(it != files_.end(), ErrorCode::kIo, "{}: the checkpoint has no shard {}", shown_path(dir_),
+               quote_name(file_name));
   return *it->second;
 }
 
@@ -152,6 +163,11 @@ void Checkpoint::prefetch(const std::string& name) const {
 void Checkpoint::release(const std::string& name) const {
   const Location& loc = lookup(where_, dir_, name);
   files_.at(loc.file)->release(name);
+}
+
+void Checkpoint::verify(const std::string& name) const {
+  const Location& loc = lookup(where_, dir_, name);
+  files_.at(loc.file)->verify(name);
 }
 
 }  // namespace fp8kit

@@ -11,6 +11,8 @@
 #include <filesystem>
 
 #include "core/check.h"
+#include "core/names.h"
+#include "io/checkpoint_files.h"
 
 namespace fp8kit::io {
 
@@ -22,26 +24,8 @@ std::string errno_text(int err) {
 
 std::string temp_path_for(const std::string& path) { return fmt::format("{}.tmp.{}", path, ::getpid()); }
 
-std::string read_file_to_string(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot open: {}", path, errno_text(errno));
-  std::string text;
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) text.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      fail(ErrorCode::kIo, "{}: cannot read: {}", path, errno_text(err));
-    }
-    text.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return text;
+std::string read_json_text(const std::string& path) {
+  return open_regular_file(path, kMaxJsonFileBytes, "a JSON file").read_all(kMaxJsonFileBytes);
 }
 
 void pwrite_all(int fd, const void* data, size_t size, uint64_t offset, const std::string& path) {
@@ -50,7 +34,8 @@ void pwrite_all(int fd, const void* data, size_t size, uint64_t offset, const st
     const ssize_t n = ::pwrite(fd, p, size, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail(ErrorCode::kIo, "{}: cannot write {} bytes at offset {}: {}", path, size, offset, errno_text(errno));
+      fail(ErrorCode::kIo, "{}: cannot write {} bytes at offset {}: {}", shown_path(path), size, offset,
+           errno_text(errno));
     }
     p += n;
     size -= static_cast<size_t>(n);
@@ -60,24 +45,27 @@ void pwrite_all(int fd, const void* data, size_t size, uint64_t offset, const st
 
 void fsync_parent_dir(const std::string& path) {
   const std::string parent = std::filesystem::path(path).parent_path().string();
-  const std::string dir = parent.empty() ? std::string(".") : parent;
+  fsync_dir(parent.empty() ? std::string(".") : parent);
+}
+
+void fsync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot open directory: {}", dir, errno_text(errno));
+  FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot open directory: {}", shown_path(dir), errno_text(errno));
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
   // Some file systems cannot fsync a directory; the rename has happened either way.
-  FP8KIT_CHECK(rc == 0 || err == EINVAL || err == EROFS, ErrorCode::kIo, "{}: cannot fsync directory: {}", dir,
-               errno_text(err));
+  FP8KIT_CHECK(rc == 0 || err == EINVAL || err == EROFS, ErrorCode::kIo, "{}: cannot fsync directory: {}",
+               shown_path(dir), errno_text(err));
 }
 
 void write_file_atomic(const std::string& path, std::string_view text) {
   const std::string tmp = temp_path_for(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot create: {}", tmp, errno_text(errno));
+  FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot create: {}", shown_path(tmp), errno_text(errno));
   try {
     pwrite_all(fd, text.data(), text.size(), 0, tmp);
-    FP8KIT_CHECK(::fsync(fd) == 0, ErrorCode::kIo, "{}: cannot fsync: {}", tmp, errno_text(errno));
+    FP8KIT_CHECK(::fsync(fd) == 0, ErrorCode::kIo, "{}: cannot fsync: {}", shown_path(tmp), errno_text(errno));
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -87,12 +75,12 @@ void write_file_atomic(const std::string& path, std::string_view text) {
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    fail(ErrorCode::kIo, "{}: cannot close: {}", tmp, errno_text(err));
+    fail(ErrorCode::kIo, "{}: cannot close: {}", shown_path(tmp), errno_text(err));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    fail(ErrorCode::kIo, "{}: cannot rename {} to it: {}", path, tmp, errno_text(err));
+    fail(ErrorCode::kIo, "{}: cannot rename {} to it: {}", shown_path(path), shown_path(tmp), errno_text(err));
   }
   fsync_parent_dir(path);
 }

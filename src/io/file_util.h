@@ -16,14 +16,17 @@ std::string errno_text(int err);
 // "<path>.tmp.<pid>": the name an output has until it is complete.
 std::string temp_path_for(const std::string& path);
 
-// Reads a whole regular file. Error(kIo) naming the file.
-std::string read_file_to_string(const std::string& path);
+// Reads a whole JSON file: a regular file of at most kMaxJsonFileBytes (io/checkpoint_files.h).
+// Error(kIo) naming the file.
+std::string read_json_text(const std::string& path);
 
 // Writes all `size` bytes at `offset` (retrying short writes and EINTR). Error(kIo) naming `path`.
 void pwrite_all(int fd, const void* data, size_t size, uint64_t offset, const std::string& path);
 
 // fsync of the directory holding `path`, so that a rename into it survives a crash.
 void fsync_parent_dir(const std::string& path);
+// fsync of the directory `dir` itself.
+void fsync_dir(const std::string& dir);
 
 // Writes `text` to the temporary name, fsyncs, renames it over `path`, fsyncs the directory.
 // On failure nothing is left under either name.

@@ -2,6 +2,7 @@
 // byte of a syntax error, written atomically (temporary name + rename).
 // Tested in tests/cpu/test_checkpoint.cpp.
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/checkpoint.h"
 #include "io/file_util.h"
 #include "io/json_util.h"
@@ -16,12 +17,12 @@ constexpr size_t kMaxJsonFileDepth = 128;
 }  // namespace
 
 nlohmann::ordered_json read_json_file(const std::string& path) {
-  const std::string text = io::read_file_to_string(path);
+  const std::string text = io::read_json_text(path);
   try {
     // Duplicate keys are tolerated (the last wins), as Python's json.load does for config files.
     return io::parse_json_strict<nlohmann::ordered_json>(text, kMaxJsonFileDepth, nullptr);
   } catch (const Error& e) {
-    throw Error(e.code(), path + ": " + e.what());
+    throw Error(e.code(), shown_path(path) + ": " + e.what());
   }
 }
 
@@ -30,7 +31,7 @@ void write_json_file(const std::string& path, const nlohmann::ordered_json& valu
   try {
     text = value.dump(2);
   } catch (const nlohmann::json::exception& e) {
-    fail(ErrorCode::kInvalidArgument, "{}: cannot serialize JSON: {}", path, e.what());
+    fail(ErrorCode::kInvalidArgument, "{}: cannot serialize JSON: {}", shown_path(path), e.what());
   }
   text += '\n';
   io::write_file_atomic(path, text);

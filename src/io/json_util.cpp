@@ -2,6 +2,9 @@
 // Fuzzed by fuzz/fuzz_safetensors_header.cpp; tested in tests/cpu/test_safetensors_errors.cpp.
 #include "io/json_util.h"
 
+#include <memory>
+#include <type_traits>
+#include <unordered_set>
 #include <utility>
 
 #include "core/check.h"
@@ -51,15 +54,23 @@ class DomBuilder {
 
   bool key(string_t& k) {
     Json& object = *stack_.back();
-    if (on_duplicate_ && object.find(k) != object.end()) {
-      std::vector<std::string> parents;
-      for (size_t i = 0; i + 1 < stack_.size(); ++i) {
-        if (stack_[i]->is_object()) parents.push_back(keys_[i]);
-      }
-      on_duplicate_(parents, k);
-    }
     keys_.back() = k;
-    slot_ = &object[k];
+    if constexpr (kOrdered) {
+      // ordered_json finds a key by a linear scan (quadratic over a whole object): its entries
+      // are indexed by a hash set of positions instead, kept while the object is open.
+      auto& entries =
+          static_cast<typename Json::object_t::Container&>(object.template get_ref<typename Json::object_t&>());
+      entries.emplace_back(std::move(k), Json());
+      const auto [it, inserted] = indexes_.back()->insert(entries.size() - 1);
+      if (!inserted) {
+        entries.pop_back();
+        if (on_duplicate_) report_duplicate();
+      }
+      slot_ = &entries[*it].second;  // a repeated key: the last value wins, at the first position
+    } else {
+      if (on_duplicate_ && object.find(k) != object.end()) report_duplicate();
+      slot_ = &object[k];
+    }
     return true;
   }
 
@@ -88,18 +99,50 @@ class DomBuilder {
   bool open(Json&& container) {
     stack_.push_back(add(std::move(container)));
     keys_.emplace_back();
+    if constexpr (kOrdered) {
+      indexes_.push_back(stack_.back()->is_object() ? std::make_unique<KeyIndex>(0, EntryHash{stack_.back()},
+                                                                                 EntryEqual{stack_.back()})
+                                                    : nullptr);
+    }
     return true;
   }
   bool close() {
     stack_.pop_back();
     keys_.pop_back();
+    if constexpr (kOrdered) indexes_.pop_back();
     return true;
   }
+  [[noreturn]] void report_duplicate() {
+    std::vector<std::string> parents;
+    for (size_t i = 0; i + 1 < stack_.size(); ++i) {
+      if (stack_[i]->is_object()) parents.push_back(keys_[i]);
+    }
+    on_duplicate_(parents, keys_.back());
+    fail(ErrorCode::kInternal, "the duplicate key handler returned");
+  }
+
+  // Positions in an ordered_json object, hashed and compared by the key stored there.
+  static constexpr bool kOrdered = std::is_same_v<Json, nlohmann::ordered_json>;
+  struct EntryHash {
+    const Json* object;
+    size_t operator()(size_t i) const { return std::hash<std::string>()(entry_key(object, i)); }
+  };
+  struct EntryEqual {
+    const Json* object;
+    bool operator()(size_t a, size_t b) const { return entry_key(object, a) == entry_key(object, b); }
+  };
+  static const std::string& entry_key(const Json* object, size_t i) {
+    const auto& entries = static_cast<const typename Json::object_t::Container&>(
+        object->template get_ref<const typename Json::object_t&>());
+    return entries[i].first;
+  }
+  using KeyIndex = std::unordered_set<size_t, EntryHash, EntryEqual>;
 
   const DuplicateKeyHandler& on_duplicate_;
   Json root_;
   std::vector<Json*> stack_;       // the open containers, outermost first
   std::vector<std::string> keys_;  // keys_[i]: the last key read in stack_[i]
+  std::vector<std::unique_ptr<KeyIndex>> indexes_;  // ordered_json: indexes_[i] for an object stack_[i]
   Json* slot_ = nullptr;
 };
 

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "core/check.h"
+#include "core/names.h"
 #include "io/json_util.h"
-#include "io/names.h"
 
 namespace fp8kit::io {
 namespace {

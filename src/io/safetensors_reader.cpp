@@ -9,9 +9,12 @@
 #include <cerrno>
 
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/safetensors.h"
+#include "io/checkpoint_files.h"
 #include "io/file_util.h"
-#include "io/names.h"
+#include "core/names.h"
+#include "io/mapping_guard.h"
 #include "io/safetensors_header.h"
 
 #ifndef MADV_POPULATE_READ
@@ -20,13 +23,20 @@
 
 namespace fp8kit {
 
-// The mapping outlives the SafetensorsFile while tensor views hold it.
+// The mapping outlives the SafetensorsFile while tensor views hold it. The descriptor stays open
+// to tell whether the file shrank; the guard turns a read past its new end into zeros and a flag.
 struct SafetensorsFile::Mapping {
   void* addr = nullptr;
   size_t length = 0;
+  int fd = -1;
+  std::unique_ptr<io::MappingGuard> guard;
 
-  Mapping(void* a, size_t n) : addr(a), length(n) {}
-  ~Mapping() { ::munmap(addr, length); }
+  Mapping(void* a, size_t n, int f) : addr(a), length(n), fd(f), guard(std::make_unique<io::MappingGuard>(a, n)) {}
+  ~Mapping() {
+    guard.reset();  // unregistered before the addresses can be reused
+    ::munmap(addr, length);
+    ::close(fd);
+  }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
 
@@ -34,35 +44,24 @@ struct SafetensorsFile::Mapping {
 };
 
 std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  FP8KIT_CHECK(fd >= 0, ErrorCode::kIo, "{}: cannot open: {}", path, io::errno_text(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
+  io::RegularFile source = io::open_regular_file(path);
+  const uint64_t size = source.size();
+  FP8KIT_CHECK(size != 0, ErrorCode::kIo, "{}: empty file (0 bytes), not a safetensors file", shown_path(path));
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, source.fd(), 0);
+  FP8KIT_CHECK(addr != MAP_FAILED, ErrorCode::kIo, "{}: cannot map {} bytes: {}", shown_path(path), size, io::errno_text(errno));
+  const int fd = ::dup(source.fd());
+  if (fd < 0) {
     const int err = errno;
-    ::close(fd);
-    fail(ErrorCode::kIo, "{}: cannot stat: {}", path, io::errno_text(err));
+    ::munmap(addr, size);
+    fail(ErrorCode::kIo, "{}: cannot keep the file open: {}", shown_path(path), io::errno_text(err));
   }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(ErrorCode::kIo, "{}: not a regular file", path);
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    fail(ErrorCode::kIo, "{}: empty file (0 bytes), not a safetensors file", path);
-  }
-  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_err = errno;
-  ::close(fd);  // the mapping keeps its own reference to the file
-  FP8KIT_CHECK(addr != MAP_FAILED, ErrorCode::kIo, "{}: cannot map {} bytes: {}", path, size,
-               io::errno_text(map_err));
-  auto mapping = std::make_shared<Mapping>(addr, static_cast<size_t>(size));
+  auto mapping = std::make_shared<Mapping>(addr, static_cast<size_t>(size), fd);
 
   io::SafetensorsHeader header;
   try {
     header = io::parse_safetensors_header(mapping->bytes(), mapping->length);
   } catch (const Error& e) {
-    throw Error(e.code(), path + ": " + e.what());
+    throw Error(e.code(), shown_path(path) + ": " + e.what());
   }
 
   std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
@@ -87,7 +86,7 @@ namespace {
 
 const TensorInfo& require(const SafetensorsFile& file, std::string_view name) {
   const TensorInfo* info = file.find(name);
-  FP8KIT_CHECK(info != nullptr, ErrorCode::kIo, "{}: no tensor named {}", file.path(), io::quote_name(name));
+  FP8KIT_CHECK(info != nullptr, ErrorCode::kIo, "{}: no tensor named {}", shown_path(file.path()), quote_name(name));
   return *info;
 }
 
@@ -119,16 +118,30 @@ void SafetensorsFile::prefetch(std::string_view name) const {
   if (info.data_end == info.data_begin) return;
   const auto [addr, length] = page_range(info);
   // One call maps every page, instead of one page fault per few pages on first touch; kernels
-  // before 5.14 lack MADV_POPULATE_READ and only get read-ahead. Advice only: errors are ignored.
-  if (::madvise(addr, length, MADV_POPULATE_READ) != 0) ::madvise(addr, length, MADV_WILLNEED);
+  // before 5.14 lack MADV_POPULATE_READ and only get read-ahead. Advice only, but EFAULT means a
+  // page lies past the end of the file: it shrank, which verify reports.
+  if (::madvise(addr, length, MADV_POPULATE_READ) != 0) {
+    if (errno == EFAULT) verify(name);
+    ::madvise(addr, length, MADV_WILLNEED);
+  }
 }
 
 void SafetensorsFile::release(std::string_view name) const {
   const TensorInfo& info = require(*this, name);
+  verify(name);
   if (info.data_end == info.data_begin) return;
   const auto [addr, length] = page_range(info);
   FP8KIT_CHECK(::madvise(addr, length, MADV_DONTNEED) == 0, ErrorCode::kIo, "{}: madvise of tensor {} failed: {}",
-               path_, io::quote_name(name), io::errno_text(errno));
+               shown_path(path_), quote_name(name), io::errno_text(errno));
+}
+
+void SafetensorsFile::verify(std::string_view name) const {
+  struct stat st {};
+  const bool stat_ok = ::fstat(mapping_->fd, &st) == 0;
+  const uint64_t now = stat_ok ? static_cast<uint64_t>(st.st_size) : 0;
+  if (!mapping_->guard->faulted() && stat_ok && now >= file_size_) return;
+  fail(ErrorCode::kIo, "{}: the file shrank from {} to {} bytes while tensor {} was read: it must not change while "
+       "fp8kit reads it", path_, file_size_, now, quote_name(name));
 }
 
 }  // namespace fp8kit

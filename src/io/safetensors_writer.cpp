@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/safetensors.h"
 #include "io/file_util.h"
-#include "io/names.h"
 
 namespace fp8kit {
 
@@ -33,7 +33,7 @@ std::string json_string(const std::string& path, const std::string& s, const cha
   try {
     return nlohmann::json(s).dump();
   } catch (const nlohmann::json::exception&) {
-    fail(ErrorCode::kInvalidArgument, "{}: {} {} is not valid UTF-8", path, what, io::quote_name(s));
+    fail(ErrorCode::kInvalidArgument, "{}: {} {} is not valid UTF-8", shown_path(path), what, quote_name(s));
   }
 }
 
@@ -98,15 +98,15 @@ int reference_rank(DType dtype) {
 }
 
 void check_spec(const std::string& path, const TensorSpec& spec) {
-  FP8KIT_CHECK_ARG(!spec.name.empty(), "{}: empty tensor name", path);
-  FP8KIT_CHECK_ARG(spec.name != "__metadata__", "{}: \"__metadata__\" cannot name a tensor", path);
+  FP8KIT_CHECK_ARG(!spec.name.empty(), "{}: empty tensor name", shown_path(path));
+  FP8KIT_CHECK_ARG(spec.name != "__metadata__", "{}: \"__metadata__\" cannot name a tensor", shown_path(path));
   int64_t product = 1;
   for (const int64_t d : spec.shape) {
-    FP8KIT_CHECK_ARG(d >= 0, "{}: tensor {} has a negative dimension in shape {}", path, io::quote_name(spec.name),
-                     shape_to_string(spec.shape));
+    FP8KIT_CHECK_ARG(d >= 0, "{}: tensor {} has a negative dimension in shape {}", shown_path(path),
+                     quote_name(spec.name), shape_to_string(spec.shape));
     if (d == 0) continue;
     FP8KIT_CHECK_ARG(!__builtin_mul_overflow(product, d, &product) && product <= (int64_t{1} << 60),
-                     "{}: tensor {} has too many elements in shape {}", path, io::quote_name(spec.name),
+                     "{}: tensor {} has too many elements in shape {}", shown_path(path), quote_name(spec.name),
                      shape_to_string(spec.shape));
   }
 }
@@ -120,7 +120,8 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> s
     std::set<std::string_view> names;
     for (const TensorSpec& s : specs) {
       check_spec(path_, s);
-      FP8KIT_CHECK_ARG(names.insert(s.name).second, "{}: duplicate tensor name {}", path_, io::quote_name(s.name));
+      FP8KIT_CHECK_ARG(names.insert(s.name).second, "{}: duplicate tensor name {}", shown_path(path_),
+                       quote_name(s.name));
     }
   }
   if (metadata.count("format") == 0) metadata["format"] = "pt";
@@ -139,12 +140,12 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> s
     begins[i] = offset;
     const uint64_t nbytes = static_cast<uint64_t>(shape_numel(specs[i].shape)) * dtype_size(specs[i].dtype);
     FP8KIT_CHECK_ARG(!__builtin_add_overflow(offset, nbytes, &offset) && offset <= (uint64_t{1} << 62),
-                     "{}: the tensors hold more bytes than a file can", path_);
+                     "{}: the tensors hold more bytes than a file can", shown_path(path_));
   }
   data_bytes_ = offset;
   const std::string header = header_json(path_, specs, begins, metadata);
   FP8KIT_CHECK_ARG(header.size() <= kMaxSafetensorsHeaderBytes, "{}: header of {} bytes exceeds the limit of {}",
-                   path_, header.size(), kMaxSafetensorsHeaderBytes);
+                   shown_path(path_), header.size(), kMaxSafetensorsHeaderBytes);
   data_start_ = 8 + header.size();
 
   planned_.reserve(specs.size());
@@ -157,7 +158,7 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> s
   tmp_path_ = io::temp_path_for(path_);
   // A stale temporary file of an earlier process with the same pid is simply replaced.
   fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  FP8KIT_CHECK(fd_ >= 0, ErrorCode::kIo, "{}: cannot create: {}", tmp_path_, io::errno_text(errno));
+  FP8KIT_CHECK(fd_ >= 0, ErrorCode::kIo, "{}: cannot create: {}", shown_path(tmp_path_), io::errno_text(errno));
   try {
     uint8_t length[8];
     for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(header.size() >> (8 * i));
@@ -165,7 +166,8 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> s
     io::pwrite_all(fd_, header.data(), header.size(), 8, tmp_path_);
     // The final size up front, so tensors can be written at their offsets in any order.
     FP8KIT_CHECK(::ftruncate(fd_, static_cast<off_t>(data_start_ + data_bytes_)) == 0, ErrorCode::kIo,
-                 "{}: cannot extend to {} bytes: {}", tmp_path_, data_start_ + data_bytes_, io::errno_text(errno));
+                 "{}: cannot extend to {} bytes: {}", shown_path(tmp_path_), data_start_ + data_bytes_,
+                 io::errno_text(errno));
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
@@ -214,16 +216,17 @@ void write_tensor_bytes(int fd, const Tensor& t, uint64_t offset, std::vector<ui
 }  // namespace
 
 void SafetensorsWriter::write(std::string_view name, const Tensor& data) {
-  FP8KIT_CHECK_ARG(!finished_ && fd_ >= 0, "{}: write({}) after finish()", path_, io::quote_name(name));
+  FP8KIT_CHECK_ARG(!finished_ && fd_ >= 0, "{}: write({}) after finish()", shown_path(path_), quote_name(name));
   const auto it = by_name_.find(name);
-  FP8KIT_CHECK_ARG(it != by_name_.end(), "{}: tensor {} is not in the planned tensors", path_, io::quote_name(name));
+  FP8KIT_CHECK_ARG(it != by_name_.end(), "{}: tensor {} is not in the planned tensors", shown_path(path_),
+                   quote_name(name));
   Planned& p = planned_[it->second];
-  FP8KIT_CHECK_ARG(!p.written, "{}: tensor {} was already written", path_, io::quote_name(name));
-  FP8KIT_CHECK_ARG(data.defined(), "{}: tensor {}: undefined tensor", path_, io::quote_name(name));
-  FP8KIT_CHECK_ARG(data.device().is_cpu(), "{}: tensor {}: data must be on the CPU, got {}", path_, io::quote_name(name),
-                   data.description());
+  FP8KIT_CHECK_ARG(!p.written, "{}: tensor {} was already written", shown_path(path_), quote_name(name));
+  FP8KIT_CHECK_ARG(data.defined(), "{}: tensor {}: undefined tensor", shown_path(path_), quote_name(name));
+  FP8KIT_CHECK_ARG(data.device().is_cpu(), "{}: tensor {}: data must be on the CPU, got {}", shown_path(path_),
+                   quote_name(name), data.description());
   FP8KIT_CHECK_ARG(data.dtype() == p.spec.dtype && data.shape() == p.spec.shape,
-                   "{}: tensor {} was planned as {}{} but got {}", path_, io::quote_name(name),
+                   "{}: tensor {} was planned as {}{} but got {}", shown_path(path_), quote_name(name),
                    dtype_name(p.spec.dtype), shape_to_string(p.spec.shape), data.description());
   std::vector<uint8_t> buffer;
   write_tensor_bytes(fd_, data, data_start_ + p.begin, buffer, tmp_path_);
@@ -231,21 +234,21 @@ void SafetensorsWriter::write(std::string_view name, const Tensor& data) {
 }
 
 void SafetensorsWriter::finish() {
-  FP8KIT_CHECK_ARG(!finished_ && fd_ >= 0, "{}: finish() called twice", path_);
+  FP8KIT_CHECK_ARG(!finished_ && fd_ >= 0, "{}: finish() called twice", shown_path(path_));
   size_t missing = 0;
   const Planned* first_missing = nullptr;
   for (const Planned& p : planned_) {
     if (p.written) continue;
     if (missing++ == 0) first_missing = &p;
   }
-  FP8KIT_CHECK_ARG(missing == 0, "{}: finish() before every tensor was written: {} missing, e.g. {}", path_, missing,
-                   first_missing ? io::quote_name(first_missing->spec.name) : "");
-  FP8KIT_CHECK(::fsync(fd_) == 0, ErrorCode::kIo, "{}: cannot fsync: {}", tmp_path_, io::errno_text(errno));
+  FP8KIT_CHECK_ARG(missing == 0, "{}: finish() before every tensor was written: {} missing, e.g. {}",
+                   shown_path(path_), missing, first_missing ? quote_name(first_missing->spec.name) : "");
+  FP8KIT_CHECK(::fsync(fd_) == 0, ErrorCode::kIo, "{}: cannot fsync: {}", shown_path(tmp_path_), io::errno_text(errno));
   const int rc = ::close(fd_);
   fd_ = -1;  // released even when close fails
-  FP8KIT_CHECK(rc == 0, ErrorCode::kIo, "{}: cannot close: {}", tmp_path_, io::errno_text(errno));
+  FP8KIT_CHECK(rc == 0, ErrorCode::kIo, "{}: cannot close: {}", shown_path(tmp_path_), io::errno_text(errno));
   FP8KIT_CHECK(::rename(tmp_path_.c_str(), path_.c_str()) == 0, ErrorCode::kIo, "{}: cannot rename {} to it: {}",
-               path_, tmp_path_, io::errno_text(errno));
+               shown_path(path_), shown_path(tmp_path_), io::errno_text(errno));
   finished_ = true;
   io::fsync_parent_dir(path_);
 }
@@ -255,7 +258,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   std::vector<TensorSpec> specs;
   specs.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
-    FP8KIT_CHECK_ARG(t.defined(), "{}: tensor {}: undefined tensor", path, io::quote_name(name));
+    FP8KIT_CHECK_ARG(t.defined(), "{}: tensor {}: undefined tensor", shown_path(path), quote_name(name));
     specs.push_back(TensorSpec{name, t.dtype(), t.shape()});
   }
   SafetensorsWriter writer(path, std::move(specs), metadata);

@@ -4,9 +4,7 @@
 // tests/cpu/test_attention.cpp.
 #include "fp8kit/layers/attention.h"
 
-#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <string_view>
 
 #include "core/check.h"
@@ -20,19 +18,6 @@ namespace {
 // vLLM's CacheConfig accepts exactly these (config-time check, before any layer exists).
 bool is_known_kv_cache_dtype(const std::string& dtype) {
   return dtype == "auto" || dtype == "fp8" || dtype == "fp8_e4m3" || dtype == "fp8_e5m2";
-}
-
-// vLLM reads Q/K/V_SCALE_CONSTANT with int(os.getenv(...)); an unset or empty variable keeps the
-// default. A range of 0 would make every dynamic scale infinite, so it must be positive.
-int scale_constant_from_env(const char* variable, int fallback) {
-  const char* env = std::getenv(variable);
-  if (env == nullptr || *env == '\0') return fallback;
-  const std::string_view text(env);
-  int value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  FP8KIT_CHECK_ARG(ec == std::errc() && end == text.data() + text.size() && value > 0,
-                   "{} must be a positive integer, got '{}'", variable, text);
-  return value;
 }
 
 template <typename T, typename ToFloat>
@@ -85,9 +70,13 @@ Attention::Attention(std::string prefix, int64_t num_heads, int64_t head_size, i
   v_scale = Tensor::scalar_f32(1.0f).to(device());
   q_scale = Tensor::scalar_f32(1.0f).to(device());
   prob_scale = Tensor::scalar_f32(1.0f).to(device());
-  q_range = scale_constant_from_env("FP8KIT_Q_SCALE_CONSTANT", 200);
-  k_range = scale_constant_from_env("FP8KIT_K_SCALE_CONSTANT", 200);
-  v_range = scale_constant_from_env("FP8KIT_V_SCALE_CONSTANT", 100);
+  // A range of 0 would make every dynamic scale infinite.
+  FP8KIT_CHECK_ARG(options.q_range > 0 && options.k_range > 0 && options.v_range > 0,
+                   "attention {}: the scale ranges must be positive, got q {}, k {}, v {}", this->prefix(),
+                   options.q_range, options.k_range, options.v_range);
+  q_range = options.q_range;
+  k_range = options.k_range;
+  v_range = options.v_range;
 
   if (options.quant_config == nullptr) return;
   std::unique_ptr<QuantizeMethod> method = options.quant_config->get_quant_method(*this, this->prefix());

@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "core/check.h"
 
 namespace fp8kit::config_json {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // not json.hpp: it costs each file that includes it ~1.7 s to compile
 
 namespace fp8kit::config_json {
 

@@ -73,13 +73,18 @@ std::unique_ptr<QuantizeMethod> Fp8Config::get_quant_method(const Layer& layer, 
     if (is_layer_skipped(prefix, ignored_layers, packed_modules_mapping)) {
       return std::make_unique<UnquantizedLinearMethod>();
     }
-    return std::make_unique<Fp8LinearMethod>(*this);
+    return std::make_unique<Fp8LinearMethod>(std::make_shared<const Fp8Config>(*this));
   }
   // Hazard H10, kept on purpose: the spec never consults ignored_layers for FusedMoE, so an
   // ignored MoE layer is still quantized. Matching vLLM keeps checkpoints loading the same way;
   // MoE router gates are ReplicatedLinear (a LinearBase): quantized unless listed exactly.
-  if (dynamic_cast<const FusedMoE*>(&layer) != nullptr) return std::make_unique<Fp8MoEMethod>(*this);
-  if (dynamic_cast<const Attention*>(&layer) != nullptr) return std::make_unique<Fp8KVCacheMethod>(*this);
+  // Each method owns a copy of the config, so none dangles when the caller's config goes away.
+  if (dynamic_cast<const FusedMoE*>(&layer) != nullptr) {
+    return std::make_unique<Fp8MoEMethod>(std::make_shared<const Fp8Config>(*this));
+  }
+  if (dynamic_cast<const Attention*>(&layer) != nullptr) {
+    return std::make_unique<Fp8KVCacheMethod>(std::make_shared<const Fp8Config>(*this));
+  }
   return nullptr;
 }
 

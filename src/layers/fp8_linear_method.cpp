@@ -4,11 +4,11 @@
 // Tested by tests/cpu/test_fp8_linear_method*.cpp.
 #include "fp8kit/layers/fp8_linear_method.h"
 
-#include <cstdlib>
 #include <numeric>
 #include <string>
 
 #include "core/check.h"
+#include "core/checked_math.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/layers/linear.h"
 #include "fp8kit/ops/gemm.h"
@@ -18,8 +18,6 @@
 
 namespace fp8kit {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // An f32 tensor of `shape` on `device` with every element `value`.
 Tensor filled_f32(const Shape& shape, float value, Device device) {
@@ -72,16 +70,19 @@ Tensor as_output(const Tensor& y2d, const Tensor& x) {
 
 }  // namespace
 
-Fp8LinearMethod::Fp8LinearMethod(const Fp8Config& config)
-    : config_(config), block_quant_(config.weight_block_size.has_value()) {}
+Fp8LinearMethod::Fp8LinearMethod(std::shared_ptr<const Fp8Config> config)
+    : config_(std::move(config)), block_quant_(config_->weight_block_size.has_value()) {}
 
 bool Fp8LinearMethod::use_weight_only(const LinearBase& layer) const {
   // The spec's VLLM_TEST_FORCE_FP8_MARLIN: the fallback path runs (and is tested) anywhere.
-  if (const char* forced = std::getenv("FP8KIT_FORCE_WEIGHT_ONLY"); forced != nullptr && std::string(forced) == "1") {
-    return true;
-  }
+  if (layer.force_weight_only()) return true;
   // FP8 tensor cores start at sm_89; a CPU layer runs W8A8 on the reference.
   return layer.device().is_cuda() && !has_device_capability(89, layer.device().index);
+}
+
+const PreparedFp8Linear& Fp8LinearMethod::prepared() const {
+  FP8KIT_CHECK_ARG(prepared_.has_value(), "process_weights_after_loading must run before the forward pass");
+  return *prepared_;
 }
 
 void Fp8LinearMethod::create_weights(LinearBase& layer, int64_t input_size_per_partition,
@@ -93,14 +94,14 @@ void Fp8LinearMethod::create_weights(LinearBase& layer, int64_t input_size_per_p
   weight_only_ = use_weight_only(layer);
   layer.logical_widths = output_partition_sizes;
   layer.orig_dtype = params_dtype;
-  layer.weight_block_size = config_.weight_block_size;
+  layer.weight_block_size = config_->weight_block_size;
   int64_t block_n = 0, block_k = 0;
   if (block_quant_) {
-    block_n = (*config_.weight_block_size)[0];
-    block_k = (*config_.weight_block_size)[1];
+    block_n = (*config_->weight_block_size)[0];
+    block_k = (*config_->weight_block_size)[1];
     validate_block_shape(layer, k, output_partition_sizes, n, input_size, output_size, block_n, block_k);
   }
-  const bool serialized = config_.is_checkpoint_fp8_serialized;
+  const bool serialized = config_->is_checkpoint_fp8_serialized;
   const Device device = layer.device();
   // [N, K]: FP8 from the checkpoint, or the model dtype for online quantization.
   layer.register_parameter(make_parameter("weight", ParameterKind::kModelWeight,
@@ -115,42 +116,32 @@ void Fp8LinearMethod::create_weights(LinearBase& layer, int64_t input_size_per_p
     layer.register_parameter(make_parameter("weight_scale", ParameterKind::kPerTensorScale,
                                             filled_f32({shards}, detail::kScaleNotLoaded, device), false));
   }
-  if (config_.activation_scheme == "static") {
+  if (config_->activation_scheme == "static") {
     layer.register_parameter(make_parameter("input_scale", ParameterKind::kPerTensorScale,
                                             filled_f32({shards}, detail::kScaleNotLoaded, device), false));
   }
 }
 
-Tensor Fp8LinearMethod::apply(LinearBase& layer, const Tensor& x, const Tensor& bias) {
-  FP8KIT_CHECK_ARG(processed_, "{}: process_weights_after_loading must run before the forward pass", layer.prefix());
-  const Tensor& weight = layer.parameter("weight").data;
-  std::optional<std::pair<int64_t, int64_t>> block;
-  if (block_quant_) block = std::pair{(*config_.weight_block_size)[0], (*config_.weight_block_size)[1]};
-  const Tensor& scale = layer.parameter(block_quant_ ? "weight_scale_inv" : "weight_scale").data;
-  if (weight_only_) {
+Tensor Fp8LinearMethod::apply(const ForwardContext& ctx, LinearBase& layer, const Tensor& x, const Tensor& bias) {
+  FP8KIT_CHECK_ARG(prepared_.has_value(), "{}: process_weights_after_loading must run before the forward pass",
+                   layer.prefix());
+  const PreparedFp8Linear& p = *prepared_;
+  if (p.weight_only) {
     // W8A16: activations stay in the model dtype, which is also the output dtype.
-    FP8KIT_CHECK_ARG(x.dtype() == layer.params_dtype(), "{}: the weight-only path takes {} inputs (the model dtype), got {}",
-                     layer.prefix(), dtype_name(layer.params_dtype()), x.description());
+    FP8KIT_CHECK_ARG(x.dtype() == p.out_dtype, "{}: the weight-only path takes {} inputs (the model dtype), got {}",
+                     layer.prefix(), dtype_name(p.out_dtype), x.description());
     ops::WeightOnlyMmOptions o;
     o.bias = bias;
-    o.block = block;
-    return as_output(ops::weight_only_mm(as_2d(x), weight, scale, o), x);
+    o.block = p.block;
+    return as_output(ops::weight_only_mm(ctx, as_2d(x), p.weight, p.weight_scale, o), x);
   }
   ops::Fp8LinearOptions o;
   o.bias = bias;
-  o.out_dtype = layer.params_dtype();
-  if (block_quant_) {
-    o.activation = ops::ActivationQuant::kGroup;
-    o.weight_block = block;
-  } else if (const Parameter* input_scale = layer.find_parameter("input_scale")) {
-    o.activation = ops::ActivationQuant::kStatic;
-    o.input_scale = input_scale->data;
-  } else {
-    // Dynamic activations are per token where the spec's CUTLASS path runs; every fp8kit backend
-    // (the CPU reference, cuBLASLt, the sm_90a kernels) takes per-token scales, so always.
-    o.activation = ops::ActivationQuant::kDynamicPerToken;
-  }
-  return ops::fp8_linear(x, weight, scale, o);
+  o.out_dtype = p.out_dtype;
+  o.activation = p.activation;
+  o.weight_block = p.block;
+  o.input_scale = p.input_scale;
+  return ops::fp8_linear(ctx, x, p.weight, p.weight_scale, o);
 }
 
 }  // namespace fp8kit

@@ -66,8 +66,8 @@ Tensor weight_only_scales(const LinearBase& layer, const std::vector<float>& sca
 
 }  // namespace
 
-void Fp8LinearMethod::process_weights_after_loading(LinearBase& layer) {
-  FP8KIT_CHECK_ARG(!processed_, "{}: process_weights_after_loading already ran", layer.prefix());
+void Fp8LinearMethod::process_weights_after_loading(const ForwardContext& ctx, LinearBase& layer) {
+  FP8KIT_CHECK_ARG(!prepared_, "{}: process_weights_after_loading already ran", layer.prefix());
   Parameter& weight = layer.parameter("weight");
   if (block_quant_) {
     // (A) The weight stays [N, K] and the block scales [ceil(N/bn), ceil(K/bk)]; not one of them
@@ -77,10 +77,10 @@ void Fp8LinearMethod::process_weights_after_loading(LinearBase& layer) {
     for (float s : scales) missing += s == detail::kScaleNotLoaded ? 1 : 0;
     FP8KIT_CHECK_ARG(missing == 0, "{}: {} of {} block scales of weight_scale_inv were not loaded", layer.prefix(),
                      missing, scales.size());
-  } else if (!config_.is_checkpoint_fp8_serialized) {
+  } else if (!config_->is_checkpoint_fp8_serialized) {
     // (B) Dynamic per-tensor over the whole fused weight, no floor on the scale; the [K, N]
     // column-major view is what the GEMM reads.
-    const ops::QuantResult q = ops::scaled_fp8_quant(weight.data);
+    const ops::QuantResult q = ops::scaled_fp8_quant(ctx, weight.data);
     weight.data = q.q.t();
     Parameter scale;
     scale.name = "weight_scale";
@@ -98,7 +98,7 @@ void Fp8LinearMethod::process_weights_after_loading(LinearBase& layer) {
       weight.data = weight.data.t();
     } else {
       const ops::RequantizeResult r =
-          ops::requantize_with_max_scale(weight.data, weight_scale.data, layer.logical_widths);
+          ops::requantize_with_max_scale(ctx, weight.data, weight_scale.data, layer.logical_widths);
       weight.data = r.weight.t();
       weight_scale.data = r.max_scale;  // 0-dim
     }
@@ -114,7 +114,24 @@ void Fp8LinearMethod::process_weights_after_loading(LinearBase& layer) {
     detail::warn_weight_only_once();
     layer.remove_parameter("input_scale");
   }
-  processed_ = true;
+
+  PreparedFp8Linear p;
+  p.weight = layer.parameter("weight").data;
+  p.weight_scale = layer.parameter(block_quant_ ? "weight_scale_inv" : "weight_scale").data;
+  if (block_quant_) p.block = std::pair{(*config_->weight_block_size)[0], (*config_->weight_block_size)[1]};
+  p.weight_only = weight_only_;
+  p.out_dtype = layer.params_dtype();
+  if (block_quant_) {
+    p.activation = ops::ActivationQuant::kGroup;
+  } else if (const Parameter* input_scale = layer.find_parameter("input_scale")) {
+    p.activation = ops::ActivationQuant::kStatic;
+    p.input_scale = input_scale->data;
+  } else {
+    // Dynamic activations are per token where the spec's CUTLASS path runs; every fp8kit backend
+    // (the CPU reference, cuBLASLt, the sm_90a kernels) takes per-token scales, so always.
+    p.activation = ops::ActivationQuant::kDynamicPerToken;
+  }
+  prepared_ = std::move(p);
 }
 
 }  // namespace fp8kit

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
+#include "core/checked_math.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/layers/fused_moe.h"
 #include "fp8kit/ops/moe_experts.h"
@@ -14,8 +15,6 @@
 
 namespace fp8kit {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 Tensor ones_f32(const Shape& shape, Device device) {
   Tensor t = Tensor::empty(shape, DType::kF32);
@@ -34,15 +33,18 @@ Parameter make_parameter(std::string name, ParameterKind kind, Tensor data) {
 
 }  // namespace
 
-Fp8MoEMethod::Fp8MoEMethod(const Fp8Config& config)
-    : config_(config), block_quant_(config.weight_block_size.has_value()) {}
+Fp8MoEMethod::Fp8MoEMethod(std::shared_ptr<const Fp8Config> config)
+    : config_(std::move(config)), block_quant_(config_->weight_block_size.has_value()) {}
 
 bool Fp8MoEMethod::use_weight_only(const FusedMoE& layer) const {
   // The spec's VLLM_TEST_FORCE_FP8_MARLIN, shared with Fp8LinearMethod.
-  if (const char* forced = std::getenv("FP8KIT_FORCE_WEIGHT_ONLY"); forced != nullptr && std::string(forced) == "1") {
-    return true;
-  }
+  if (layer.options().force_weight_only) return true;
   return layer.device().is_cuda() && !has_device_capability(89, layer.device().index);
+}
+
+const PreparedFp8MoE& Fp8MoEMethod::prepared() const {
+  FP8KIT_CHECK_ARG(prepared_.has_value(), "process_weights_after_loading must run before the forward pass");
+  return *prepared_;
 }
 
 void Fp8MoEMethod::create_weights(FusedMoE& layer, int64_t num_experts, int64_t hidden_size,
@@ -51,12 +53,12 @@ void Fp8MoEMethod::create_weights(FusedMoE& layer, int64_t num_experts, int64_t 
   weight_only_ = use_weight_only(layer);
   layer.orig_dtype = params_dtype;
   layer.weight_block_size = std::nullopt;
-  const bool serialized = config_.is_checkpoint_fp8_serialized;
+  const bool serialized = config_->is_checkpoint_fp8_serialized;
   int64_t block_n = 0, block_k = 0;
   if (block_quant_) {
-    layer.weight_block_size = config_.weight_block_size;
-    block_n = (*config_.weight_block_size)[0];
-    block_k = (*config_.weight_block_size)[1];
+    layer.weight_block_size = config_->weight_block_size;
+    block_n = (*config_->weight_block_size)[0];
+    block_k = (*config_->weight_block_size)[1];
     // Gate and up are stacked (merged), so whole blocks per shard are needed at every TP size;
     // down is row-parallel only when split.
     FP8KIT_CHECK_ARG(i % block_n == 0,
@@ -84,26 +86,27 @@ void Fp8MoEMethod::create_weights(FusedMoE& layer, int64_t num_experts, int64_t 
     layer.register_parameter(make_parameter("w13_weight_scale", ParameterKind::kPerTensorScale, ones_f32({e, 2}, device)));
     layer.register_parameter(make_parameter("w2_weight_scale", ParameterKind::kPerTensorScale, ones_f32({e}, device)));
   }
-  if (config_.activation_scheme == "static") {
+  if (config_->activation_scheme == "static") {
     FP8KIT_CHECK_ARG(serialized, "Found static activation scheme for checkpoint that was not serialized fp8.");
     layer.register_parameter(make_parameter("w13_input_scale", ParameterKind::kPerTensorScale, ones_f32({e}, device)));
     layer.register_parameter(make_parameter("w2_input_scale", ParameterKind::kPerTensorScale, ones_f32({e}, device)));
   }
 }
 
-Tensor Fp8MoEMethod::apply(FusedMoE& layer, const Tensor& x, const Tensor& router_logits,
+Tensor Fp8MoEMethod::apply(const ForwardContext& ctx, FusedMoE& layer, const Tensor& x, const Tensor& router_logits,
                            const FusedMoEApplyOptions& options) {
-  FP8KIT_CHECK_ARG(processed_, "{}: process_weights_after_loading must run before the forward pass", layer.prefix());
-  const ops::TopkResult topk = FusedMoE::select_experts(x, router_logits, options);
+  FP8KIT_CHECK_ARG(prepared_.has_value(), "{}: process_weights_after_loading must run before the forward pass",
+                   layer.prefix());
+  const PreparedFp8MoE& p = *prepared_;
   ops::FusedExpertsOptions o;
   o.activation = options.activation;
   o.apply_router_weight_on_input = options.apply_router_weight_on_input;
   o.global_num_experts = options.global_num_experts;
   o.expert_map = options.expert_map;
-  o.w1_scale = layer.parameter(block_quant_ ? "w13_weight_scale_inv" : "w13_weight_scale").data;
-  o.w2_scale = layer.parameter(block_quant_ ? "w2_weight_scale_inv" : "w2_weight_scale").data;
-  if (block_quant_) o.block_shape = std::pair{(*config_.weight_block_size)[0], (*config_.weight_block_size)[1]};
-  if (weight_only_) {
+  o.w1_scale = p.w13_scale;
+  o.w2_scale = p.w2_scale;
+  o.block_shape = p.block;
+  if (p.weight_only) {
     // The spec's fused_marlin_moe: 16-bit activations, a new output tensor.
     FP8KIT_CHECK_ARG(options.activation == "silu", "{} not supported for Marlin MoE.", options.activation);
     FP8KIT_CHECK_ARG(!options.apply_router_weight_on_input,
@@ -112,11 +115,11 @@ Tensor Fp8MoEMethod::apply(FusedMoE& layer, const Tensor& x, const Tensor& route
   } else {
     o.use_fp8_w8a8 = true;
     o.inplace = true;
-    if (const Parameter* a1 = layer.find_parameter("w13_input_scale")) o.a1_scale = a1->data;
-    if (const Parameter* a2 = layer.find_parameter("w2_input_scale")) o.a2_scale = a2->data;
+    o.a1_scale = p.a13_scale;
+    o.a2_scale = p.a2_scale;
   }
-  return ops::fused_experts(x, layer.parameter("w13_weight").data, layer.parameter("w2_weight").data, topk.weights,
-                            topk.ids, o);
+  const ops::TopkResult topk = FusedMoE::select_experts(ctx, x, router_logits, options);
+  return ops::fused_experts(ctx, x, p.w13, p.w2, topk.weights, topk.ids, o);
 }
 
 }  // namespace fp8kit

@@ -57,7 +57,7 @@ Tensor scalar_on(float value, Device device) { return Tensor::scalar_f32(value).
 
 }  // namespace
 
-void Fp8MoEMethod::process_online(FusedMoE& layer) {
+void Fp8MoEMethod::process_online(const ForwardContext& ctx, FusedMoE& layer) {
   // One dynamic per-tensor scale per expert over the merged w13 (the [E, 2] scale parameter is
   // re-created as [E]) and one per expert for w2; no floor on the scale.
   const int64_t experts = layer.local_num_experts();
@@ -71,7 +71,7 @@ void Fp8MoEMethod::process_online(FusedMoE& layer) {
     for (auto [src, dst, scale] : {std::tuple{&w13.data, &w13_q, &w13_scale}, std::tuple{&w2.data, &w2_q, &w2_scale}}) {
       ops::ScaledFp8QuantOptions o;
       o.output = dst->select(0, e);
-      (*scale)[size_t(e)] = ops::scaled_fp8_quant(src->select(0, e), o).scale.to(Device::cpu()).item_f32();
+      (*scale)[size_t(e)] = ops::scaled_fp8_quant(ctx, src->select(0, e), o).scale.to(Device::cpu()).item_f32();
     }
   }
   w13.data = w13_q;
@@ -80,9 +80,9 @@ void Fp8MoEMethod::process_online(FusedMoE& layer) {
   layer.parameter("w2_weight_scale").data = Tensor::from_vector(w2_scale).to(device);
 }
 
-void Fp8MoEMethod::process_serialized_per_tensor(FusedMoE& layer) {
+void Fp8MoEMethod::process_serialized_per_tensor(const ForwardContext& ctx, FusedMoE& layer) {
   const Device device = layer.device();
-  if (config_.activation_scheme == "static") {
+  if (config_->activation_scheme == "static") {
     Parameter* w13_input = layer.find_parameter("w13_input_scale");
     Parameter* w2_input = layer.find_parameter("w2_input_scale");
     FP8KIT_CHECK_ARG(w13_input != nullptr && w2_input != nullptr,
@@ -107,27 +107,27 @@ void Fp8MoEMethod::process_serialized_per_tensor(FusedMoE& layer) {
     const Tensor max_scale = scalar_on(max_scales[size_t(e)], device);
     for (int64_t s = 0; s < 2; ++s) {
       const Tensor rows = w13.data.select(0, e).narrow(0, s * shard, shard);  // contiguous rows of expert e
-      const Tensor dq = ops::per_tensor_dequantize(rows, scalar_on(scales[size_t(2 * e + s)], device));
+      const Tensor dq = ops::per_tensor_dequantize(ctx, rows, scalar_on(scales[size_t(2 * e + s)], device));
       ops::ScaledFp8QuantOptions o;
       o.scale = max_scale;
       o.output = rows;
       o.out_dtype = w13.data.dtype();
-      ops::scaled_fp8_quant(dq, o);
+      ops::scaled_fp8_quant(ctx, dq, o);
     }
   }
   w13_scale.data = Tensor::from_vector(max_scales).to(device);  // [E]
 }
 
-void Fp8MoEMethod::process_weights_after_loading(FusedMoE& layer) {
-  FP8KIT_CHECK_ARG(!processed_, "{}: process_weights_after_loading already ran", layer.prefix());
+void Fp8MoEMethod::process_weights_after_loading(const ForwardContext& ctx, FusedMoE& layer) {
+  FP8KIT_CHECK_ARG(!prepared_, "{}: process_weights_after_loading already ran", layer.prefix());
   if (block_quant_) {
     // The weights and block scales are used as loaded (e4m3fn on every fp8kit platform).
-    FP8KIT_CHECK(config_.activation_scheme == "dynamic", ErrorCode::kInternal,
+    FP8KIT_CHECK(config_->activation_scheme == "dynamic", ErrorCode::kInternal,
                  "{}: block quantization with static activations", layer.prefix());
-  } else if (!config_.is_checkpoint_fp8_serialized) {
-    process_online(layer);
+  } else if (!config_->is_checkpoint_fp8_serialized) {
+    process_online(ctx, layer);
   } else {
-    process_serialized_per_tensor(layer);
+    process_serialized_per_tensor(ctx, layer);
   }
   if (weight_only_) {
     // The Marlin path: activations stay 16-bit; the processed weight scales are kept.
@@ -135,7 +135,17 @@ void Fp8MoEMethod::process_weights_after_loading(FusedMoE& layer) {
     layer.remove_parameter("w13_input_scale");
     layer.remove_parameter("w2_input_scale");
   }
-  processed_ = true;
+
+  PreparedFp8MoE p;
+  p.w13 = layer.parameter("w13_weight").data;
+  p.w2 = layer.parameter("w2_weight").data;
+  p.w13_scale = layer.parameter(block_quant_ ? "w13_weight_scale_inv" : "w13_weight_scale").data;
+  p.w2_scale = layer.parameter(block_quant_ ? "w2_weight_scale_inv" : "w2_weight_scale").data;
+  if (block_quant_) p.block = std::pair{(*config_->weight_block_size)[0], (*config_->weight_block_size)[1]};
+  p.weight_only = weight_only_;
+  if (const Parameter* a13 = layer.find_parameter("w13_input_scale")) p.a13_scale = a13->data;
+  if (const Parameter* a2 = layer.find_parameter("w2_input_scale")) p.a2_scale = a2->data;
+  prepared_ = std::move(p);
 }
 
 }  // namespace fp8kit

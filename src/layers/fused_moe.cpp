@@ -112,7 +112,7 @@ std::vector<ExpertParamsMapping> FusedMoE::make_expert_params_mapping(const std:
   return mapping;
 }
 
-ops::TopkResult FusedMoE::select_experts(const Tensor& x, const Tensor& router_logits,
+ops::TopkResult FusedMoE::select_experts(const ForwardContext& ctx, const Tensor& x, const Tensor& router_logits,
                                          const FusedMoEApplyOptions& o) {
   ops::SelectExpertsOptions s;
   s.top_k = o.top_k;
@@ -128,7 +128,7 @@ ops::TopkResult FusedMoE::select_experts(const Tensor& x, const Tensor& router_l
   s.expert_load_view = o.expert_load_view;
   s.logical_to_physical_map = o.logical_to_physical_map;
   s.logical_replica_count = o.logical_replica_count;
-  return ops::select_experts(x, router_logits, s);
+  return ops::select_experts(ctx, x, router_logits, s);
 }
 
 FusedMoEApplyOptions FusedMoE::apply_options() const {
@@ -149,7 +149,7 @@ FusedMoEApplyOptions FusedMoE::apply_options() const {
   return a;
 }
 
-Tensor FusedMoE::forward(const Tensor& x, const Tensor& router_logits) {
+Tensor FusedMoE::forward(const ForwardContext& ctx, const Tensor& x, const Tensor& router_logits) {
   const std::string& name = name_of(prefix());
   FP8KIT_CHECK_ARG(x.defined() && x.dim() == 2 && x.size(1) == hidden_size_, "{}: the input must be [M, {}], got {}",
                    name, hidden_size_, x.defined() ? x.description() : std::string("an undefined tensor"));
@@ -159,9 +159,11 @@ Tensor FusedMoE::forward(const Tensor& x, const Tensor& router_logits) {
                    router_logits.defined() ? router_logits.description() : std::string("an undefined tensor"));
   FP8KIT_CHECK_ARG(x.device() == device(), "{}: the input is on {}, the layer on {}", name, x.device().str(),
                    device().str());
-  return moe_method().apply(*this, x, router_logits, apply_options());
+  return moe_method().apply(ctx, *this, x, router_logits, apply_options());
 }
 
-void FusedMoE::process_weights_after_loading() { moe_method().process_weights_after_loading(*this); }
+void FusedMoE::process_weights_after_loading(const ForwardContext& ctx) {
+  moe_method().process_weights_after_loading(ctx, *this);
+}
 
 }  // namespace fp8kit

@@ -33,7 +33,8 @@ LinearBase::LinearBase(std::string prefix, int64_t input_size, int64_t output_si
       input_size_(input_size),
       output_size_(output_size),
       params_dtype_(options.params_dtype),
-      parallel_(options.parallel) {
+      parallel_(options.parallel),
+      force_weight_only_(options.force_weight_only) {
   const std::string& name = detail::layer_name(this->prefix());
   FP8KIT_CHECK_ARG(input_size >= 1 && output_size >= 1, "{}: input_size and output_size must be positive, got {} and {}",
                    name, input_size, output_size);
@@ -74,13 +75,16 @@ void LinearBase::create_weights(int64_t input_size_per_partition, std::vector<in
   }
 }
 
-Tensor LinearBase::forward(const Tensor& x) {
+Tensor LinearBase::forward(const ForwardContext& ctx, const Tensor& x) {
   check_input(*this, x);
-  const Parameter* bias = find_parameter("bias");
-  return linear_method().apply(*this, x, bias != nullptr ? bias->data : Tensor());
+  return linear_method().apply(ctx, *this, x, forward_bias_);
 }
 
-void LinearBase::process_weights_after_loading() { linear_method().process_weights_after_loading(*this); }
+void LinearBase::process_weights_after_loading(const ForwardContext& ctx) {
+  linear_method().process_weights_after_loading(ctx, *this);
+  const Parameter* bias = adds_bias() ? find_parameter("bias") : nullptr;
+  forward_bias_ = bias != nullptr ? bias->data : Tensor();
+}
 
 // ---- ReplicatedLinear ----
 
@@ -137,12 +141,6 @@ void RowParallelLinear::load_weight(std::string_view name, const Tensor& loaded,
   const int64_t cols = p.data.size(1);
   const Tensor src = detail::narrow_loaded(*this, p, value, 1, parallel_.tp_rank * cols, cols, shard);
   detail::load_into(*this, p, p.data, src, shard);
-}
-
-Tensor RowParallelLinear::forward(const Tensor& x) {
-  check_input(*this, x);
-  const Parameter* bias = parallel_.tp_rank == 0 ? find_parameter("bias") : nullptr;
-  return linear_method().apply(*this, x, bias != nullptr ? bias->data : Tensor());
 }
 
 }  // namespace fp8kit

@@ -14,8 +14,6 @@
 namespace fp8kit {
 namespace {
 
-using detail::ceil_div;
-
 int64_t total(const std::vector<int64_t>& sizes) { return std::accumulate(sizes.begin(), sizes.end(), int64_t(0)); }
 
 std::vector<int64_t> merged_partition_sizes(const std::string& prefix, const std::vector<int64_t>& output_sizes,

@@ -8,11 +8,10 @@
 #include <string>
 #include <string_view>
 
+#include "core/checked_math.h"
 #include "fp8kit/layers/linear.h"
 
 namespace fp8kit::detail {
-
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The layer's prefix, or "linear layer" when it has none: the subject of error messages.
 const std::string& layer_name(const std::string& prefix);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "core/check.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "layers/config_json.h"

@@ -26,17 +26,23 @@ void UnquantizedFusedMoEMethod::create_weights(FusedMoE& layer, int64_t num_expe
   layer.register_parameter(expert_weight("w2_weight", {e, h, i}, params_dtype, layer.device()));
 }
 
-Tensor UnquantizedFusedMoEMethod::apply(FusedMoE& layer, const Tensor& x, const Tensor& router_logits,
-                                        const FusedMoEApplyOptions& options) {
-  const ops::TopkResult topk = FusedMoE::select_experts(x, router_logits, options);
+void UnquantizedFusedMoEMethod::process_weights_after_loading(const ForwardContext&, FusedMoE& layer) {
+  w13_ = layer.parameter("w13_weight").data;
+  w2_ = layer.parameter("w2_weight").data;
+}
+
+Tensor UnquantizedFusedMoEMethod::apply(const ForwardContext& ctx, FusedMoE& layer, const Tensor& x,
+                                        const Tensor& router_logits, const FusedMoEApplyOptions& options) {
+  FP8KIT_CHECK_ARG(w13_.defined(), "{}: process_weights_after_loading must run before the forward pass",
+                   layer.prefix());
+  const ops::TopkResult topk = FusedMoE::select_experts(ctx, x, router_logits, options);
   ops::FusedExpertsOptions o;
   o.inplace = true;
   o.activation = options.activation;
   o.apply_router_weight_on_input = options.apply_router_weight_on_input;
   o.global_num_experts = options.global_num_experts;
   o.expert_map = options.expert_map;
-  return ops::fused_experts(x, layer.parameter("w13_weight").data, layer.parameter("w2_weight").data, topk.weights,
-                            topk.ids, o);
+  return ops::fused_experts(ctx, x, w13_, w2_, topk.weights, topk.ids, o);
 }
 
 }  // namespace fp8kit

@@ -24,13 +24,20 @@ void UnquantizedLinearMethod::create_weights(LinearBase& layer, int64_t input_si
   layer.register_parameter(std::move(weight));
 }
 
-Tensor UnquantizedLinearMethod::apply(LinearBase& layer, const Tensor& x, const Tensor& bias) {
-  const Tensor& w = layer.parameter("weight").data;  // [N, K]
+void UnquantizedLinearMethod::process_weights_after_loading(const ForwardContext&, LinearBase& layer) {
+  weight_ = layer.parameter("weight").data;
+}
+
+Tensor UnquantizedLinearMethod::apply(const ForwardContext& ctx, LinearBase& layer, const Tensor& x,
+                                      const Tensor& bias) {
+  FP8KIT_CHECK_ARG(weight_.defined(), "{}: process_weights_after_loading must run before the forward pass",
+                   layer.prefix());
+  const Tensor& w = weight_;  // [N, K]
   FP8KIT_CHECK_ARG(x.dtype() == w.dtype(), "{}: the input is {}, the layer's weights are {}", layer.prefix(),
                    dtype_name(x.dtype()), dtype_name(w.dtype()));
   const int64_t k = x.size(-1);
   const Tensor x2d = x.dim() == 2 ? x : x.contiguous().view({-1, k});
-  const Tensor y = ops::matmul_16bit(x2d, w, bias);
+  const Tensor y = ops::matmul_16bit(ctx, x2d, w, bias);
   Shape out_shape = x.shape();
   out_shape.back() = y.size(1);
   return x.dim() == 2 ? y : y.view(out_shape);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "io/json_util.h"
 #include "model/describe_hf_util.h"
 
 namespace fp8kit::describe {
@@ -51,9 +52,9 @@ ModelDescription qwen3_moe(const json& config) {
   ModelDescription d = start("Qwen3MoeForCausalLM", config);
   add_llama_stacking(d);
   const int64_t hidden = require_int(config, "hidden_size");
-  const int64_t layers = require_int(config, "num_hidden_layers");
+  const int64_t layers = layer_count(config, "num_hidden_layers", true);
   const int64_t heads = require_int(config, "num_attention_heads");
-  const int64_t kv_heads = config.contains("num_key_value_heads") ? require_int(config, "num_key_value_heads") : heads;
+  const int64_t kv_heads = optional_int(config, "num_key_value_heads").value_or(heads);
   const int64_t head_dim = int_or(config, "head_dim", hidden / heads);
   const int64_t experts = int_or(config, "num_experts", 0);
   const int64_t step = int_or(config, "decoder_sparse_step", 1);
@@ -80,9 +81,9 @@ ModelDescription mixtral(const json& config) {
   ModelDescription d = start("MixtralForCausalLM", config);
   add_llama_stacking(d);
   const int64_t hidden = require_int(config, "hidden_size");
-  const int64_t layers = require_int(config, "num_hidden_layers");
+  const int64_t layers = layer_count(config, "num_hidden_layers", true);
   const int64_t heads = require_int(config, "num_attention_heads");
-  const int64_t kv_heads = config.contains("num_key_value_heads") ? require_int(config, "num_key_value_heads") : heads;
+  const int64_t kv_heads = optional_int(config, "num_key_value_heads").value_or(heads);
   const int64_t head_dim = int_or(config, "head_dim", hidden / heads);
   for (int64_t i = 0; i < layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -107,17 +108,21 @@ void add_mla_attention(ModelDescription& d, const std::string& p, const json& co
   const std::optional<int64_t> q_lora = optional_int(config, "q_lora_rank");
   const std::string a = p + "self_attn.";
   using K = LinearSpec::Kind;
+  // Each size is below 2^31, so a sum of two fits; the products are checked.
+  const int64_t q_out = size_product(heads, nope + rope, "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)");
+  const int64_t kv_b_out = size_product(heads, nope + v_dim, "num_attention_heads x (qk_nope_head_dim + v_head_dim)");
+  const int64_t o_in = size_product(heads, v_dim, "num_attention_heads x v_head_dim");
   if (q_lora) {
     d.linears.push_back({a + "q_a_proj", K::kReplicated, hidden, *q_lora, {}, 0, 0, 0, false});
     d.plain_tensors.push_back(a + "q_a_layernorm.weight");
-    d.linears.push_back({a + "q_b_proj", K::kColumn, *q_lora, heads * (nope + rope), {}, 0, 0, 0, false});
+    d.linears.push_back({a + "q_b_proj", K::kColumn, *q_lora, q_out, {}, 0, 0, 0, false});
   } else {
-    d.linears.push_back({a + "q_proj", K::kColumn, hidden, heads * (nope + rope), {}, 0, 0, 0, false});
+    d.linears.push_back({a + "q_proj", K::kColumn, hidden, q_out, {}, 0, 0, 0, false});
   }
   d.linears.push_back({a + "kv_a_proj_with_mqa", K::kReplicated, hidden, kv_lora + rope, {}, 0, 0, 0, false});
   d.plain_tensors.push_back(a + "kv_a_layernorm.weight");
-  d.linears.push_back({a + "kv_b_proj", K::kColumn, kv_lora, heads * (nope + v_dim), {}, 0, 0, 0, false});
-  d.linears.push_back({a + "o_proj", K::kRow, heads * v_dim, hidden, {}, 0, 0, 0, false});
+  d.linears.push_back({a + "kv_b_proj", K::kColumn, kv_lora, kv_b_out, {}, 0, 0, 0, false});
+  d.linears.push_back({a + "o_proj", K::kRow, o_in, hidden, {}, 0, 0, 0, false});
   // The MLA cache holds the latent kv (kv_lora_rank) and the rope key: one "head" for all.
   d.attentions.push_back({a + "attn", heads, kv_lora + rope, 1});
 }
@@ -132,11 +137,12 @@ ModelDescription deepseek(const std::string& arch, const json& config) {
   d.packed_modules_mapping = {{"gate_up_proj", {"gate_proj", "up_proj"}}};
   d.stacked_params = {{"gate_up_proj", "gate_proj", int64_t(0)}, {"gate_up_proj", "up_proj", int64_t(1)}};
   const int64_t hidden = require_int(config, "hidden_size");
-  const int64_t layers = require_int(config, "num_hidden_layers");
+  const int64_t layers = layer_count(config, "num_hidden_layers", true);
   const int64_t routed = int_or(config, "n_routed_experts", 0);
   const int64_t first_dense = int_or(config, "first_k_dense_replace", 0);
   const int64_t freq = int_or(config, "moe_layer_freq", 1);
-  for (int64_t i = 0; i < int_or(config, "num_nextn_predict_layers", 0); ++i) {
+  const int64_t nextn = layer_count(config, "num_nextn_predict_layers", false);
+  for (int64_t i = 0; i < nextn; ++i) {
     d.ignored_prefixes.push_back("model.layers." + std::to_string(layers + i) + ".");
   }
   for (int64_t i = 0; i < layers; ++i) {
@@ -154,8 +160,10 @@ ModelDescription deepseek(const std::string& arch, const json& config) {
     m.num_expert_group = require_int(config, "n_group");
     m.topk_group = require_int(config, "topk_group");
     m.scoring_func = string_or(config, "scoring_func", "softmax");
-    if (config.contains("routed_scaling_factor") && config["routed_scaling_factor"].is_number()) {
-      m.routed_scaling_factor = config["routed_scaling_factor"].get<double>();
+    if (const auto f = config.find("routed_scaling_factor"); f != config.end() && !f->is_null()) {
+      FP8KIT_CHECK_ARG(f->is_number(), "config.json: `routed_scaling_factor` must be a number, got {}",
+                       io::json_excerpt(*f));
+      m.routed_scaling_factor = f->get<double>();
     }
     if (string_or(config, "topk_method", "") == "noaux_tc") {
       m.e_score_correction_bias = p + "mlp.gate.e_score_correction_bias";
@@ -163,7 +171,8 @@ ModelDescription deepseek(const std::string& arch, const json& config) {
     }
     d.moes.push_back(m);
     if (const int64_t shared = int_or(config, "n_shared_experts", 0); shared > 0) {
-      add_dense_mlp(d, p + "mlp.shared_experts", hidden, moe_inter * shared, false);
+      add_dense_mlp(d, p + "mlp.shared_experts", hidden,
+                    size_product(moe_inter, shared, "moe_intermediate_size x n_shared_experts"), false);
     }
   }
   return d;

@@ -6,18 +6,30 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "fp8kit/model/model_loader.h"
 
 namespace fp8kit::describe {
 
 using json = nlohmann::ordered_json;
 
+// Typed reads of config.json values: a value of the wrong type or out of range is an Error
+// naming config.json, the key and what it must be; absent or null gives the fallback. Sizes are
+// at most 2^31 - 1, so the product of two always fits in int64 (size_product checks more).
 int64_t require_int(const json& config, const char* key);  // a positive integer
 int64_t int_or(const json& config, const char* key, int64_t fallback);  // an integer >= 0, or fallback
-std::optional<int64_t> optional_int(const json& config, const char* key);  // absent or null: nullopt
+std::optional<int64_t> optional_int(const json& config, const char* key);  // a positive integer, or nullopt
 bool flag(const json& config, const char* key, bool fallback);
 std::string string_or(const json& config, const char* key, const std::string& fallback);
 DType model_dtype(const json& config);
+
+// A layer count (num_hidden_layers, num_nextn_predict_layers): at most kMaxLayers, since the
+// description holds every layer (100x the deepest published models; 10^9 exhausted memory).
+inline constexpr int64_t kMaxLayers = 100000;
+int64_t layer_count(const json& config, const char* key, bool required);
+// a x b for layer sizes, an Error naming `what` ("num_attention_heads x head_dim") on overflow.
+int64_t size_product(int64_t a, int64_t b, const char* what);
 
 // The packed modules and stacked parameters of the fused qkv_proj and gate_up_proj.
 void add_llama_stacking(ModelDescription& d);

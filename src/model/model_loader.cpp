@@ -1,16 +1,17 @@
 // load_model and place_tensor (include/fp8kit/model/model_loader.h): layers created from a
 // ModelDescription with the checkpoint's quantization config, checkpoint tensors placed and
 // loaded one at a time from the mapped shards, then the post-processing of every layer.
-// Tested by tests/cpu/test_model_loader.cpp, test_model_loader_moe.cpp (and
-// tests/gpu/test_model_loader_cuda.cpp).
+// Tested by tests/cpu/test_model_loader*.cpp (and on CUDA by tests/gpu/test_layers_cuda.cpp).
 #include <algorithm>
 #include <set>
 
 #include "core/check.h"
+#include "core/names.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/model/model_loader.h"
 #include "fp8kit/platform.h"
+#include "layers/parameter_load.h"
 
 namespace fp8kit {
 namespace {
@@ -80,7 +81,8 @@ void check_complete(const FusedMoE& layer, const QuantizationConfig& config, con
       for (const char* shard : {"w1", "w3", "w2"}) {
         if ((std::string(shard) == "w2") == w13) continue;
         FP8KIT_CHECK_ARG(param.loaded_shards.count(FusedMoE::loaded_shard_key(shard, e)) != 0,
-                         "{}: no checkpoint tensor filled {}.{} ({}; shard {} of expert {})", dir, layer.prefix(), name,
+                         "{}: no checkpoint tensor filled {}.{} ({}; shard {} of expert {})", shown_path(dir),
+                         layer.prefix(), name,
                          layer.quant_method()->name(), shard, e);
       }
     }
@@ -105,6 +107,7 @@ std::unique_ptr<FusedMoE> make_moe(const MoESpec& s, const ModelDescription& d, 
   o.ep_size = options.ep_size;
   o.ep_rank = options.ep_rank;
   o.device = options.device;
+  o.force_weight_only = options.overrides.force_weight_only;
   return std::make_unique<FusedMoE>(s.prefix, o);
 }
 
@@ -144,16 +147,32 @@ std::vector<std::set<std::string>> complete_shard_sets(const LinearBase& layer) 
 void check_complete(const LinearBase& layer, const std::string& dir) {
   const auto sets = complete_shard_sets(layer);
   for (const auto& [name, param] : layer.parameters()) {
+    const std::set<std::string>& loaded = param.loaded_shards;  // clang 14 cannot capture a structured binding
     const bool complete = std::any_of(sets.begin(), sets.end(), [&](const std::set<std::string>& need) {
-      return std::includes(param.loaded_shards.begin(), param.loaded_shards.end(), need.begin(), need.end());
+      return std::includes(loaded.begin(), loaded.end(), need.begin(), need.end());
     });
     if (complete) continue;
     std::string got;
     for (const std::string& s : param.loaded_shards) got += (got.empty() ? "" : ", ") + s;
-    fail(ErrorCode::kInvalidArgument, "{}: no checkpoint tensor filled {}.{} ({}; shards loaded: {})", dir,
+    fail(ErrorCode::kInvalidArgument, "{}: no checkpoint tensor filled {}.{} ({}; shards loaded: {})", shown_path(dir),
          layer.prefix(), name, layer.quant_method() ? layer.quant_method()->name() : "no method",
          got.empty() ? "none" : got);
   }
+}
+
+// The dtype a plain tensor keeps: the model's for floating tensors, except a MoE router bias
+// (DeepSeek's e_score_correction_bias, f32 in vLLM whatever the model dtype).
+DType kept_dtype(const ModelDescription& d, const std::string& name, DType stored) {
+  if (stored != DType::kBF16 && stored != DType::kF16 && stored != DType::kF32) return stored;
+  for (const MoESpec& m : d.moes) {
+    if (m.e_score_correction_bias == name) return stored;
+  }
+  return d.dtype;
+}
+
+Tensor plain_tensor(const Tensor& t, DType dtype, Device device, const std::string& name) {
+  if (t.dtype() != dtype) return detail::cast_for_load(t, dtype, name).to(device);
+  return device.is_cuda() ? t.to(device) : t.clone();
 }
 
 }  // namespace
@@ -228,31 +247,58 @@ std::optional<TensorPlacement> place_tensor(const ModelDescription& d, const Qua
 
 LoadedModel load_model(const std::string& dir, const LoadOptions& options) {
   const Checkpoint checkpoint = Checkpoint::open(dir);
-  return load_model(dir, describe_hf_model(checkpoint.config()), options);
+  ModelDescription description;
+  try {
+    description = describe_hf_model(checkpoint.config());
+  } catch (const Error& e) {
+    throw Error(e.code(), shown_path(dir) + ": " + e.what());  // "<dir>: config.json: `key` must be ..."
+  }
+  return load_model(dir, description, options);
 }
 
-LoadedModel load_model(const std::string& dir, const ModelDescription& description, const LoadOptions& options) {
+LoadedModel load_model(const std::string& dir, const ModelDescription& checkpoint_description,
+                       const LoadOptions& options) {
   const Checkpoint checkpoint = Checkpoint::open(dir);
+  ModelDescription description = checkpoint_description;
+  if (options.dtype) description.dtype = *options.dtype;
   LoadedModel model;
-  model.quant_config = get_quant_config(checkpoint.config());
+  // Placement reads the checkpoint's config (KV-scale names) whether or not the layers quantize.
+  std::unique_ptr<QuantizationConfig> placement;
+  try {
+    placement = get_quant_config(checkpoint.config());
+  } catch (const Error& e) {
+    throw Error(e.code(), shown_path(dir) + "/config.json: " + e.what());
+  }
   // configure_quant_config: the model class's packed modules (used by ignored_layers matching).
-  model.quant_config->packed_modules_mapping = description.packed_modules_mapping;
-  const int capability = options.device.is_cuda() ? get_device_capability(options.device.index).as_int() : 90;
-  verify_quantization_support(*model.quant_config, capability, description.dtype);
+  placement->packed_modules_mapping = description.packed_modules_mapping;
+  if (options.quantize) {
+    const int capability = options.device.is_cuda() ? get_device_capability(options.device.index).as_int() : 90;
+    const bool f32_allowed = options.allow_f32_quantized && description.dtype == DType::kF32;
+    verify_quantization_support(*placement, capability, f32_allowed ? DType::kBF16 : description.dtype);
+  } else {
+    const auto* fp8 = dynamic_cast<const Fp8Config*>(placement.get());
+    FP8KIT_CHECK_ARG(fp8 != nullptr && !fp8->is_checkpoint_fp8_serialized,
+                     "{}: the checkpoint is quantized ({}): it cannot be loaded unquantized", shown_path(dir), placement->get_name());
+  }
+  const QuantizationConfig* layer_config = options.quantize ? placement.get() : nullptr;
 
   LinearOptions linear_options;
   linear_options.params_dtype = description.dtype;
-  linear_options.quant_config = model.quant_config.get();
+  linear_options.quant_config = layer_config;
   linear_options.parallel = options.parallel;
   linear_options.device = options.device;
+  linear_options.force_weight_only = options.overrides.force_weight_only;
   for (const LinearSpec& spec : description.linears) model.linears.emplace(spec.prefix, make_linear(spec, linear_options));
   AttentionOptions attention_options;
   attention_options.kv_cache_dtype = options.kv_cache_dtype;
   attention_options.calculate_kv_scales = options.calculate_kv_scales;
-  attention_options.quant_config = model.quant_config.get();
+  attention_options.quant_config = layer_config;
   attention_options.device = options.device;
+  attention_options.q_range = options.overrides.q_scale_constant;
+  attention_options.k_range = options.overrides.k_scale_constant;
+  attention_options.v_range = options.overrides.v_scale_constant;
   for (const MoESpec& spec : description.moes) {
-    model.moes.emplace(spec.prefix, make_moe(spec, description, model.quant_config.get(), options));
+    model.moes.emplace(spec.prefix, make_moe(spec, description, layer_config, options));
   }
   for (const AttentionSpec& spec : description.attentions) {
     model.attentions.emplace(spec.prefix, std::make_unique<Attention>(spec.prefix, spec.num_heads, spec.head_size,
@@ -260,8 +306,9 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& descripti
   }
 
   for (const std::string& name : checkpoint.tensor_names()) {
-    const std::optional<TensorPlacement> place = place_tensor(description, *model.quant_config, name);
-    FP8KIT_CHECK_ARG(place.has_value(), "{}: unexpected tensor '{}' ({}{}): no layer of {} takes it", dir, name,
+    const std::optional<TensorPlacement> place = place_tensor(description, *placement, name);
+    FP8KIT_CHECK_ARG(place.has_value(), "{}: unexpected tensor {} ({}{}): no layer of {} takes it", shown_path(dir),
+                     quote_name(name),
                      dtype_safetensors_name(checkpoint.info(name).dtype), shape_to_string(checkpoint.info(name).shape),
                      description.architecture);
     checkpoint.prefetch(name);
@@ -291,31 +338,34 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& descripti
           break;  // KV scales without a KV-cache method (kv_cache_dtype auto) are not used
         }
         case TensorPlacement::Target::kPlain:
-          // A CPU load copies out of the mapped shard, which is released below.
-          model.plain[name] = options.device.is_cuda() ? t.to(options.device) : t.clone();
+          // In the model dtype, as vLLM's parameters are (DeepSeek's f32 router bias excepted). A CPU
+          // load copies out of the mapped shard, which is released below.
+          model.plain[name] = plain_tensor(t, kept_dtype(description, name, t.dtype()), options.device, name);
           break;
         case TensorPlacement::Target::kSkipped:
           break;
       }
     } catch (const Error& e) {
-      throw Error(e.code(), dir + ": tensor '" + name + "': " + e.what());
+      throw Error(e.code(), shown_path(dir) + ": tensor " + quote_name(name) + ": " + e.what());
     }
     checkpoint.release(name);
   }
   for (const std::string& name : description.plain_tensors) {
-    FP8KIT_CHECK_ARG(model.plain.count(name), "{}: the checkpoint has no tensor '{}'", dir, name);
+    FP8KIT_CHECK_ARG(model.plain.count(name), "{}: the checkpoint has no tensor {}", shown_path(dir), quote_name(name));
   }
   for (auto& [prefix, layer] : model.linears) check_complete(*layer, dir);
-  for (auto& [prefix, layer] : model.moes) check_complete(*layer, *model.quant_config, dir);
+  for (auto& [prefix, layer] : model.moes) check_complete(*layer, *placement, dir);
   for (const MoESpec& spec : description.moes) {
     // DeepSeek-V3's router bias is a parameter of the gate that the experts' routing reads.
     if (!spec.e_score_correction_bias.empty()) {
       model.moes.at(spec.prefix)->e_score_correction_bias = model.plain.at(spec.e_score_correction_bias);
     }
   }
-  for (auto& [prefix, layer] : model.linears) layer->process_weights_after_loading();
-  for (auto& [prefix, layer] : model.moes) layer->process_weights_after_loading();
+  const ForwardContext ctx(options.device, options.overrides);
+  for (auto& [prefix, layer] : model.linears) layer->process_weights_after_loading(ctx);
+  for (auto& [prefix, layer] : model.moes) layer->process_weights_after_loading(ctx);
   for (auto& [prefix, layer] : model.attentions) layer->process_weights_after_loading();
+  if (options.quantize) model.quant_config = std::move(placement);
   return model;
 }
 

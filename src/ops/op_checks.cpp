@@ -13,6 +13,11 @@ void require_backend(std::string_view op, Device device) {
 #endif
 }
 
+void require_context(std::string_view op, const ForwardContext& ctx, Device device) {
+  FP8KIT_CHECK_ARG(ctx.device() == device, "{}: the context is on {} but the inputs are on {}", op, ctx.device().str(),
+                   device.str());
+}
+
 void require_same_device(std::string_view op, const Tensor& t, std::string_view name, const Tensor& ref,
                          std::string_view ref_name) {
   if (!t.defined()) return;

@@ -18,6 +18,7 @@
 #include "fp8kit/half.h"
 #include "fp8kit/model/model_loader.h"
 #include "fp8kit/safetensors.h"
+#include "test_context.h"
 
 namespace fp8kit::loader_test {
 
@@ -97,7 +98,8 @@ inline void expect_layers_close(const LoadedModel& model, const std::string& bf1
   for (const Case& c : cases) {
     LinearBase& layer = model.linear(c.layer);
     const Tensor x = random_bf16({5, layer.input_size()}, 7);  // on the host, for the reference
-    const Tensor y = layer.forward(x.to(layer.device())).to(Device::cpu());
+    const ForwardContext ctx(layer.device());  // the GPU tests share this check
+    const Tensor y = layer.forward(ctx, x.to(layer.device())).to(Device::cpu());
     const double err = rel_error(y, reference(x, bf16, c.parts));
     EXPECT_TRUE(err <= tolerance) << c.layer << " error " << err;
   }

@@ -16,6 +16,7 @@
 #include "fp8kit/fp8.h"
 #include "fp8kit/half.h"
 #include "fp8kit/ops/moe_experts.h"
+#include "test_context.h"
 
 namespace fp8kit::moe_test {
 
@@ -256,7 +257,9 @@ inline Inputs inputs(const Problem& p, const OracleOptions& o) {
   return in;
 }
 
-inline Tensor run(const Inputs& in) { return ops::fused_experts(in.x, in.w1, in.w2, in.weights, in.ids, in.options); }
+inline Tensor run(const Inputs& in, const ForwardContext& ctx = cpu_ctx()) {
+  return ops::fused_experts(ctx, in.x, in.w1, in.w2, in.weights, in.ids, in.options);
+}
 
 // ---- problems ---------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/half.h"
 #include "fp8kit/layers/attention.h"
 #include "fp8kit/layers/fp8_config.h"
@@ -41,29 +42,6 @@ void expect_default_scale(const Tensor& t) {
   EXPECT_EQ(value_of(t), 1.0f);
 }
 
-// Sets an environment variable for one test and restores it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // A config that gives attention a method of our choosing.
 class FixedMethodConfig : public QuantizationConfig {
@@ -82,7 +60,7 @@ class FixedMethodConfig : public QuantizationConfig {
       case Kind::kBaseKv:
         return std::make_unique<BaseKVCacheMethod>();
       case Kind::kMoE:
-        return std::make_unique<Fp8MoEMethod>(fp8_);
+        return std::make_unique<Fp8MoEMethod>(std::make_shared<const Fp8Config>(fp8_));
     }
     return nullptr;
   }
@@ -171,7 +149,7 @@ TEST(Attention, Fp8ConfigGivesKvCacheMethod) {
     auto* method = dynamic_cast<Fp8KVCacheMethod*>(attn.quant_method());
     ASSERT_NE(method, nullptr);
     EXPECT_EQ(method->name(), "Fp8KVCacheMethod");
-    EXPECT_EQ(&method->quant_config(), &config);
+    EXPECT_EQ(method->quant_config().activation_scheme, config.activation_scheme);  // its own copy
     // create_weights ran: the four "not loaded" scales.
     ASSERT_EQ(attn.parameters().size(), 4u);
     for (const char* name : {"q_scale", "k_scale", "v_scale", "prob_scale"}) {
@@ -256,34 +234,24 @@ TEST(Attention, ProcessWeightsAfterLoadingDelegates) {
   EXPECT_EQ(warnings.size(), 1u);  // the q fallback, once
 }
 
-// ---- ranges from the environment ----
+// ---- ranges (Overrides::q/k/v_scale_constant, parsed in tests/cpu/test_overrides.cpp) ----
 
-TEST(AttentionRanges, FromEnvironment) {
-  ScopedEnv q("FP8KIT_Q_SCALE_CONSTANT", "64");
-  ScopedEnv k("FP8KIT_K_SCALE_CONSTANT", "448");
-  ScopedEnv v("FP8KIT_V_SCALE_CONSTANT", "1");
-  Attention attn(kPrefix, 8, 64, 2);
+TEST(AttentionRanges, FromOptions) {
+  AttentionOptions o;
+  o.q_range = 64;
+  o.k_range = 448;
+  o.v_range = 1;
+  Attention attn(kPrefix, 8, 64, 2, o);
   EXPECT_EQ(attn.q_range, 64);
   EXPECT_EQ(attn.k_range, 448);
   EXPECT_EQ(attn.v_range, 1);
 }
 
-TEST(AttentionRanges, EmptyOrUnsetKeepsDefaults) {
-  ScopedEnv q("FP8KIT_Q_SCALE_CONSTANT", "");
-  ScopedEnv k("FP8KIT_K_SCALE_CONSTANT", nullptr);
-  ScopedEnv v("FP8KIT_V_SCALE_CONSTANT", "");
-  Attention attn(kPrefix, 8, 64, 2);
-  EXPECT_EQ(attn.q_range, 200);
-  EXPECT_EQ(attn.k_range, 200);
-  EXPECT_EQ(attn.v_range, 100);
-}
-
-TEST(AttentionRanges, MalformedValues) {
-  for (const char* bad : {"abc", "0", "-5", "12x", " 7", "1.5", "99999999999"}) {
-    ScopedEnv v("FP8KIT_V_SCALE_CONSTANT", bad);
-    expect_invalid([] { Attention attn(kPrefix, 8, 64, 2); },
-                   std::string("FP8KIT_V_SCALE_CONSTANT must be a positive integer, got '") + bad + "'");
-  }
+TEST(AttentionRanges, NotPositive) {
+  AttentionOptions o;
+  o.v_range = 0;
+  expect_invalid([&] { Attention attn(kPrefix, 8, 64, 2, o); },
+                 "attention model.layers.0.self_attn.attn: the scale ranges must be positive, got q 200, k 200, v 0");
 }
 
 // ---- calc_kv_scales ----
@@ -307,11 +275,12 @@ TEST(AttentionCalcKvScales, MaxAbsOverRange) {
   EXPECT_EQ(attn.q_scale.dtype(), DType::kF32);
 }
 
-TEST(AttentionCalcKvScales, HalfPrecisionInputsAndRangesFromEnvironment) {
-  ScopedEnv qr("FP8KIT_Q_SCALE_CONSTANT", "3");
-  ScopedEnv kr("FP8KIT_K_SCALE_CONSTANT", "7");
-  ScopedEnv vr("FP8KIT_V_SCALE_CONSTANT", "448");
-  Attention attn(kPrefix, 2, 2, 1, options_for("fp8"));
+TEST(AttentionCalcKvScales, HalfPrecisionInputsAndRangesFromOptions) {
+  AttentionOptions o = options_for("fp8");
+  o.q_range = 3;
+  o.k_range = 7;
+  o.v_range = 448;
+  Attention attn(kPrefix, 2, 2, 1, o);
   Tensor q = Tensor::empty({3}, DType::kBF16);
   Tensor k = Tensor::empty({3}, DType::kF16);
   Tensor v = Tensor::empty({3}, DType::kBF16);

@@ -139,7 +139,7 @@ TEST(Checkpoint, TensorMissingFromItsShard) {
   save_safetensors(dir + "/model-00002-of-00003.safetensors", {{"model.norm.weight", filled({2}, DType::kBF16, 4)}});
   EXPECT_EQ(error_message([&] { Checkpoint::open(dir); }),
             dir + "/model-00002-of-00003.safetensors: tensor 'model.layers.0.mlp.down_proj.weight_scale' is listed "
-                  "in model.safetensors.index.json but model-00002-of-00003.safetensors has no such tensor");
+                  "in model.safetensors.index.json but 'model-00002-of-00003.safetensors' has no such tensor");
 }
 
 TEST(Checkpoint, TensorInTheWrongShard) {
@@ -151,7 +151,7 @@ TEST(Checkpoint, TensorInTheWrongShard) {
                     {"model.layers.0.mlp.down_proj.weight_scale", filled({}, DType::kF32, 3)}});
   EXPECT_EQ(error_message([&] { Checkpoint::open(dir); }),
             dir + "/model-00002-of-00003.safetensors: tensor 'model.layers.0.mlp.down_proj.weight_scale' is listed "
-                  "in model.safetensors.index.json but model-00002-of-00003.safetensors has no such tensor");
+                  "in model.safetensors.index.json but 'model-00002-of-00003.safetensors' has no such tensor");
 }
 
 TEST(Checkpoint, DuplicateAcrossShards) {
@@ -159,14 +159,14 @@ TEST(Checkpoint, DuplicateAcrossShards) {
   save_safetensors(dir + "/model-00003-of-00003.safetensors",
                    {{"lm_head.weight", filled({4, 2}, DType::kBF16, 5)}, {"model.norm.weight", filled({2}, DType::kBF16, 4)}});
   EXPECT_EQ(error_message([&] { Checkpoint::open(dir); }),
-            dir + ": tensor 'model.norm.weight' is in two shards: model-00002-of-00003.safetensors and "
-                  "model-00003-of-00003.safetensors");
+            dir + ": tensor 'model.norm.weight' is in two shards: 'model-00002-of-00003.safetensors' and "
+                  "'model-00003-of-00003.safetensors'");
 
   const std::string bare = fresh_dir("ckpt_duplicate_bare");
   save_safetensors(bare + "/a.safetensors", {{"w", filled({1}, DType::kF32, 1)}});
   save_safetensors(bare + "/b.safetensors", {{"w", filled({1}, DType::kF32, 2)}});
   EXPECT_EQ(error_message([&] { Checkpoint::open(bare); }),
-            bare + ": tensor 'w' is in two shards: a.safetensors and b.safetensors");
+            bare + ": tensor 'w' is in two shards: 'a.safetensors' and 'b.safetensors'");
 }
 
 TEST(Checkpoint, BadShardInsideAShardedCheckpoint) {
@@ -278,7 +278,7 @@ TEST(CheckpointIndex, MalformedIndex) {
   expect(R"({"metadata": [], "weight_map": {}})", "\"metadata\" must be an object, got []");
   expect(R"({"metadata": {"total_size": -5}, "weight_map": {}})",
          "\"total_size\" must be a non-negative integer, got -5");
-  expect(R"({"weight_map": {"w": "a.safetensors", "w": "b.safetensors"}})", "weight_map: duplicate key 'w'");
+  expect(R"({"weight_map": {"w": "a.safetensors", "w": "b.safetensors"}})", "'weight_map': duplicate key 'w'");
   expect(R"({"weight_map": {)", "invalid JSON at byte 17: parse error at line 1, column 17: syntax error while "
                                  "parsing object key - unexpected end of input; expected string literal");
 }
@@ -326,7 +326,7 @@ TEST(JsonFile, Errors) {
   EXPECT_EQ(error_message([&] { read_json_file(dir + "/empty.json"); }),
             dir + "/empty.json: invalid JSON at byte 1: parse error at line 1, column 1: syntax error while parsing "
                   "value - unexpected end of input; expected '[', '{', or a literal");
-  EXPECT_EQ(error_message([&] { read_json_file(dir); }), dir + ": cannot read: Is a directory");
+  EXPECT_EQ(error_message([&] { read_json_file(dir); }), dir + ": a directory, not a regular file");
 }
 
 }  // namespace

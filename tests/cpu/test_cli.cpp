@@ -4,10 +4,20 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <sys/wait.h>
 
 #include "convert/synthetic_checkpoint.h"
+#include "core/parallel.h"
 #include "fp8kit/checkpoint.h"
+#include "fp8kit/convert.h"
+#include "fp8kit/version.h"
 #include "test_dirs.h"
 
 namespace fp8kit {
@@ -50,7 +60,40 @@ TEST(Cli, BadCommandLinesExitTwo) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("per-row"), std::string::npos) << r.output;
   EXPECT_EQ(run_cli("--help").exit_code, 0);
-  EXPECT_EQ(run_cli("--version").output, "fp8kit 0.1.0\n");
+}
+
+// --version prints the project version of CMakeLists.txt, through the generated version.h; the
+// library reports the same.
+TEST(Cli, VersionFlag) {
+  const std::string expected = std::to_string(FP8KIT_VERSION_MAJOR) + "." + std::to_string(FP8KIT_VERSION_MINOR) + "." +
+                               std::to_string(FP8KIT_VERSION_PATCH);
+  EXPECT_EQ(std::string(FP8KIT_VERSION_STRING), expected);
+  EXPECT_EQ(std::string(fp8kit::version_string()), expected);
+  EXPECT_EQ(FP8KIT_VERSION, FP8KIT_VERSION_MAJOR * 10000 + FP8KIT_VERSION_MINOR * 100 + FP8KIT_VERSION_PATCH);
+  const auto r = run_cli("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, "fp8kit " + expected + "\n");
+}
+
+// Every FP8KIT_* knob is parsed once at start-up; a bad value is a usage error naming it.
+TEST(Cli, BadKnobsInTheEnvironmentExitTwo) {
+  const std::string root = testing::scratch_dir();
+  for (const auto& [assignment, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"FP8KIT_PDL=yes", "FP8KIT_PDL='yes': expected 0 or 1"},
+           {"FP8KIT_MOE_BLOCK_M=32", "FP8KIT_MOE_BLOCK_M='32': expected 16, 64 or 128"},
+           {"FP8KIT_GEMM_BACKEND=cutlass", "FP8KIT_GEMM_BACKEND='cutlass': expected one of decode, wgmma, cublaslt, fallback"}}) {
+    const std::string command = assignment + " " + FP8KIT_CLI_PATH + " inspect " + root + " 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string output;
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+    const int status = pclose(pipe);
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 2) << assignment;
+    EXPECT_EQ(output, "fp8kit: error: " + message + "\n");
+  }
+  EXPECT_EQ(run_cli("--threads 1025 inspect " + root).exit_code, 2);
 }
 
 TEST(Cli, ErrorsAreOneLineAndExitOne) {
@@ -101,6 +144,148 @@ TEST(Cli, DemoPrintsATablePerScheme) {
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   }
   EXPECT_TRUE(fs::exists(root + "/demo/block/config.json"));
+}
+
+// An FP8 block checkpoint of the synthetic model (dense Qwen3, one layer), quantized once per
+// process; each test edits its own copy.
+std::string fp8_copy(const std::string& to) {
+  static const std::string fp8 = [] {
+    const std::string root = testing::process_dir("cli_fp8");
+    convert::SyntheticModelSpec spec;
+    spec.num_layers = 1;
+    spec.moe_layers = {};
+    convert::write_synthetic_checkpoint(root + "/bf16", spec);
+    quantize_checkpoint(root + "/bf16", root + "/fp8", {});
+    return root + "/fp8";
+  }();
+  fs::copy(fp8, to, fs::copy_options::recursive);
+  return to;
+}
+
+void set_quant_key(const std::string& dir, const std::string& key, const nlohmann::ordered_json& value) {
+  auto config = read_json_file(dir + "/config.json");
+  config["quantization_config"][key] = value;
+  write_json_file(dir + "/config.json", config);
+}
+
+size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(Cli, BadThreadCountsExitTwo) {
+  const std::string root = testing::scratch_dir();
+  convert::write_synthetic_checkpoint(root + "/bf16", {});
+  const std::string range = "from 1 to " + std::to_string(max_threads());
+  // An empty value keeps the default, as for every FP8KIT_* knob (Overrides::parse).
+  for (const char* bad : {"0", "-1", "abc", "2147483648", "1e6", "99999999999", "100000"}) {
+    const auto r = run_cli("inspect " + root + "/bf16", std::string("FP8KIT_NUM_THREADS=") + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
+    EXPECT_EQ(r.output.rfind("fp8kit: error: FP8KIT_NUM_THREADS must be an integer " + range + ", got '", 0), 0u)
+        << r.output;
+    EXPECT_EQ(lines(r.output), 1u) << r.output;
+  }
+  auto r = run_cli("--threads 0 inspect " + root + "/bf16");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--threads: the thread count must be an integer " + range + ", got '0'"), std::string::npos)
+      << r.output;
+  r = run_cli("--threads 2 inspect " + root + "/bf16", "FP8KIT_NUM_THREADS=abc");  // --threads wins
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(run_cli("inspect " + root + "/bf16", "FP8KIT_NUM_THREADS=3").exit_code, 0);
+}
+
+TEST(Cli, BlockSizesNeverCrash) {
+  const std::string root = testing::scratch_dir();
+  const std::vector<std::string> blocks = {"[0,128]", "[128,0]", "[0,0]", "[-128,128]"};
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const std::string& block = blocks[i];
+    const std::string dir = fp8_copy(root + "/b" + std::to_string(i));
+    set_quant_key(dir, "weight_block_size", nlohmann::ordered_json::parse(block));
+    auto r = run_cli("inspect " + dir);
+    EXPECT_EQ(r.exit_code, 3) << block << r.output;  // was 136 (SIGFPE)
+    EXPECT_NE(r.output.find("config.json: weight_block_size must hold positive integers"), std::string::npos)
+        << r.output;
+    r = run_cli("dequantize -q " + dir + " " + dir + ".out");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const std::string error = "fp8kit: error: " + dir + "/config.json: weight_block_size must hold positive integers";
+    EXPECT_EQ(r.output.rfind(error, 0), 0u) << r.output;
+    EXPECT_FALSE(fs::exists(dir + ".out"));
+  }
+  convert::write_synthetic_checkpoint(root + "/bf16", {});
+  for (const char* block : {"9223372036854775807,128", "99999999999999999999,128", "128,0", " 128,128", "128,128,",
+                            "1048577,128"}) {
+    const auto r = run_cli("quantize -q --block '" + std::string(block) + "' " + root + "/bf16 " + root + "/q");
+    EXPECT_EQ(r.exit_code, 1) << block << r.output;  // 2^63 - 1 wrote a checkpoint without weights
+    EXPECT_EQ(lines(r.output), 1u) << r.output;
+    EXPECT_FALSE(fs::exists(root + "/q"));
+  }
+  EXPECT_NE(run_cli("quantize -q --block 9223372036854775807,128 " + root + "/bf16 " + root + "/q").output.find(
+                "--block 9223372036854775807,128: block sizes must be from 1 to 1048576"),
+            std::string::npos);
+}
+
+// What vLLM's Fp8Config refuses is a problem of inspect (text, --json, --loading: exit 3) and an
+// error of dequantize, with the spec's text.
+TEST(Cli, QuantizationConfigsVllmRefuses) {
+  const std::string root = testing::scratch_dir();
+  const std::vector<std::tuple<std::string, nlohmann::ordered_json, std::string>> cases = {
+      {"activation_scheme", "foo", "Unsupported activation scheme foo"},
+      {"weight_block_size", {128, 128, 128},
+       "The quantization block size of weight must have 2 dimensions, but got 3 dimensions"},
+      {"activation_scheme", "static",
+       "The block-wise quantization only supports dynamic activation scheme for now, but got static activation "
+       "scheme."},
+      {"quant_method", 5, "quantization config key 'quant_method' must be a string, got integer"},
+      {"activation_scheme", 5, "quantization config key 'activation_scheme' must be a string, got integer"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [key, value, text] = cases[i];
+    const std::string dir = fp8_copy(root + "/c" + std::to_string(i));
+    set_quant_key(dir, key, value);
+    auto r = run_cli("inspect " + dir);
+    EXPECT_EQ(r.exit_code, 3) << text << "\n" << r.output;
+    EXPECT_NE(r.output.find("  config.json: " + text + "\n"), std::string::npos) << r.output;
+    r = run_cli("inspect --json " + dir);
+    EXPECT_EQ(r.exit_code, 3) << r.output;
+    const auto problems = nlohmann::json::parse(r.output)["problems"];
+    EXPECT_NE(std::find(problems.begin(), problems.end(), "config.json: " + text), problems.end()) << r.output;
+    EXPECT_EQ(run_cli("inspect --loading " + dir).exit_code, 3);
+    r = run_cli("dequantize -q " + dir + " " + dir + ".out");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(r.output, "fp8kit: error: " + dir + "/config.json: " + text + "\n");
+    EXPECT_FALSE(fs::exists(dir + ".out"));
+  }
+}
+
+TEST(Cli, InspectLoadingTrustsNoLayerCount) {
+  const std::string root = testing::scratch_dir();
+  const std::string dir = fp8_copy(root + "/layers");
+  auto config = read_json_file(dir + "/config.json");
+  config["num_hidden_layers"] = 1000000000;
+  write_json_file(dir + "/config.json", config);
+  auto r = run_cli("inspect --loading " + dir);  // grew to an out-of-memory kill
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("config.json: `num_hidden_layers` is 1000000000, but the checkpoint holds tensors of 1 "
+                          "layer(s)"),
+            std::string::npos)
+      << r.output;
+  config["num_hidden_layers"] = 1;
+  config["head_dim"] = 4294967296;
+  write_json_file(dir + "/config.json", config);
+  r = run_cli("inspect --loading " + dir);
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("config.json: `head_dim` must be a non-negative integer up to 2147483647, got 4294967296"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Cli, ErrorsNameEscapedPaths) {
+  const std::string root = testing::scratch_dir();
+  convert::write_synthetic_checkpoint(root + "/nl", {});
+  fs::remove(root + "/nl/model.safetensors");
+  const std::string name = "a\nfp8kit: ok.safetensors";
+  std::ofstream(root + "/nl/" + name, std::ios::binary) << std::string("\x03\0\0\0\0\0\0\0{x}", 11);
+  const auto r = run_cli("inspect " + root + "/nl");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(lines(r.output), 1u) << r.output;
+  EXPECT_NE(r.output.find(root + "/nl/a\\x0afp8kit: ok.safetensors: "), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -41,9 +41,11 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs `fp8kit ARGS` (a shell-quoted argument string).
-inline CommandResult run_cli(const std::string& args) {
-  const std::string command = std::string(FP8KIT_CLI_PATH) + " " + args + " 2>&1";
+// Runs `fp8kit ARGS` (a shell-quoted argument string), with `env` ("NAME=value ...", shell-quoted)
+// added to its environment.
+inline CommandResult run_cli(const std::string& args, const std::string& env = "") {
+  const std::string command =
+      (env.empty() ? "" : "env " + env + " ") + std::string(FP8KIT_CLI_PATH) + " " + args + " 2>&1";
   CommandResult r;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return r;

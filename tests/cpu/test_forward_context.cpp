@@ -1,6 +1,7 @@
 // ForwardContext: device, overrides and workspace as given; thread count bounded by the pool.
 #include <gtest/gtest.h>
 
+#include "core/parallel.h"
 #include "fp8kit/runtime/forward_context.h"
 
 namespace fp8kit {
@@ -25,7 +26,7 @@ TEST(ForwardContext, ThreadCountIsTheOverrideBoundedByThePool) {
   one.num_threads = 1;
   EXPECT_EQ(ForwardContext(Device::cpu(), one).num_threads(), 1);
   Overrides many;
-  many.num_threads = kMaxThreads;
+  many.num_threads = max_threads();
   EXPECT_EQ(ForwardContext(Device::cpu(), many).num_threads(), all.num_threads());
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <typeinfo>
 
+#include <nlohmann/json.hpp>
+
 #include "expect_error.h"
 #include "fp8kit/error.h"
 #include "fp8kit/layers/attention.h"
@@ -232,15 +234,25 @@ TEST(Fp8ConfigFromConfig, WrongTypesNameKeyAndType) {
 
 // ---- get_quant_method ----
 
+// A method owns a copy of its config: equal to the config it came from, alive after it is gone.
+void expect_same_config(const Fp8Config& got, const Fp8Config& want) {
+  EXPECT_EQ(got.is_checkpoint_fp8_serialized, want.is_checkpoint_fp8_serialized);
+  EXPECT_EQ(got.activation_scheme, want.activation_scheme);
+  EXPECT_EQ(got.ignored_layers, want.ignored_layers);
+  EXPECT_EQ(got.weight_block_size, want.weight_block_size);
+}
+
 TEST(Fp8ConfigQuantMethod, LinearIsFp8AndKeepsTheConfig) {
-  Fp8Config config(true, "static", {"lm_head"});
+  auto config = std::make_unique<Fp8Config>(true, "static", std::vector<std::string>{"lm_head"});
+  const Fp8Config copy = *config;
   RowParallelLinear linear("model.layers.0.mlp.down_proj", 64, 32);
-  auto method = config.get_quant_method(linear, "model.layers.0.mlp.down_proj");
+  auto method = config->get_quant_method(linear, "model.layers.0.mlp.down_proj");
   ASSERT_NE(method, nullptr);
   EXPECT_EQ(method->name(), "Fp8LinearMethod");
   auto* fp8 = dynamic_cast<Fp8LinearMethod*>(method.get());
   ASSERT_NE(fp8, nullptr);
-  EXPECT_EQ(&fp8->quant_config(), &config);
+  config.reset();  // the caller's config goes away; the method's stays
+  expect_same_config(fp8->quant_config(), copy);
 }
 
 TEST(Fp8ConfigQuantMethod, IgnoredLinearIsUnquantized) {
@@ -278,7 +290,7 @@ TEST(Fp8ConfigQuantMethod, MoEIsNeverSkipped) {
   EXPECT_EQ(method->name(), "Fp8MoEMethod");
   auto* fp8 = dynamic_cast<Fp8MoEMethod*>(method.get());
   ASSERT_NE(fp8, nullptr);
-  EXPECT_EQ(&fp8->quant_config(), &config);
+  expect_same_config(fp8->quant_config(), config);
 }
 
 TEST(Fp8ConfigQuantMethod, AttentionGetsKvCacheMethod) {
@@ -289,7 +301,7 @@ TEST(Fp8ConfigQuantMethod, AttentionGetsKvCacheMethod) {
   EXPECT_EQ(method->name(), "Fp8KVCacheMethod");
   auto* kv = dynamic_cast<Fp8KVCacheMethod*>(method.get());
   ASSERT_NE(kv, nullptr);
-  EXPECT_EQ(&kv->quant_config(), &config);
+  expect_same_config(kv->quant_config(), config);
 }
 
 TEST(Fp8ConfigQuantMethod, OtherLayersGetNothing) {

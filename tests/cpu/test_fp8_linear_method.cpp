@@ -118,13 +118,11 @@ TEST(Fp8LinearMethodCreate, IgnoredLayerIsUnquantized) {
 TEST(Fp8LinearMethodCreate, ForcedWeightOnlyIsDecidedAtCreate) {
   const Fp8Config config(true, "static");
   {
-    linear_test::ScopedEnv env("FP8KIT_FORCE_WEIGHT_ONLY", "1");
-    ColumnParallelLinear l("c", 64, 32, fp8_options(config));
+    ColumnParallelLinear l("c", 64, 32, with_forced_weight_only(fp8_options(config), true));
     EXPECT_TRUE(method_of(l).weight_only());
     EXPECT_TRUE(method_of(l).use_weight_only(l));
   }
-  linear_test::ScopedEnv env("FP8KIT_FORCE_WEIGHT_ONLY", "0");
-  ColumnParallelLinear l("c", 64, 32, fp8_options(config));
+  ColumnParallelLinear l("c", 64, 32, with_forced_weight_only(fp8_options(config), false));
   EXPECT_FALSE(method_of(l).weight_only());  // a CPU layer runs W8A8 on the reference
 }
 

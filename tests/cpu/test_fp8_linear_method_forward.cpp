@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "expect_error.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/layers/fp8_linear_method.h"
 #include "fp8kit/layers/linear.h"
@@ -14,6 +15,7 @@
 #include "fp8kit/ops/linear.h"
 #include "fp8kit/ops/quant.h"
 #include "gemm_test_util.h"
+#include "test_context.h"
 #include "test_linear_util.h"
 
 namespace fp8kit {
@@ -21,6 +23,11 @@ namespace {
 
 using linear_test::random_16bit;
 using linear_test::same_bits;
+using testing::expect_invalid;
+
+const PreparedFp8Linear& method_prepared(const LinearBase& l) {
+  return dynamic_cast<const Fp8LinearMethod&>(*l.quant_method()).prepared();
+}
 
 const ShardId kQ{std::string("q")}, kK{std::string("k")}, kV{std::string("v")};
 
@@ -40,7 +47,7 @@ struct PerTensorCheckpoint {
   Tensor bias;
   explicit PerTensorCheckpoint(DType dtype = DType::kBF16) {
     for (int64_t rows : {128, 64, 64}) {
-      shards.push_back(ops::quantize_weight_per_tensor(random_16bit({rows, 64}, DType::kBF16, rng, 0.05f)));
+      shards.push_back(ops::quantize_weight_per_tensor(cpu_ctx(), random_16bit({rows, 64}, DType::kBF16, rng, 0.05f)));
     }
     bias = random_16bit({256}, dtype, rng, 0.1f);
   }
@@ -64,7 +71,7 @@ struct PerTensorCheckpoint {
       scales.data<float>()[s] = shards[s].scale.item_f32();
       row += shards[s].q.size(0);
     }
-    return ops::requantize_with_max_scale(fused, scales, {128, 64, 64});
+    return ops::requantize_with_max_scale(cpu_ctx(), fused, scales, {128, 64, 64});
   }
 };
 
@@ -75,18 +82,18 @@ TEST(Fp8LinearMethodForward, StaticPerTensorIsQuantThenScaledMm) {
   ck.load(l);
   for (const ShardId& id : {kQ, kK, kV}) l.load_weight("input_scale", Tensor::scalar_f32(0.02f), id);
   l.load_weight("input_scale", Tensor::scalar_f32(0.03f), kK);
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
 
   std::mt19937 rng(1);
   const Tensor x = random_16bit({2, 3, 64}, DType::kBF16, rng);
   const ops::RequantizeResult w = ck.requantized();
   ops::ScaledFp8QuantOptions qo;
   qo.scale = Tensor::scalar_f32(0.03f);
-  const ops::QuantResult xq = ops::scaled_fp8_quant(x.view({6, 64}), qo);
+  const ops::QuantResult xq = ops::scaled_fp8_quant(cpu_ctx(), x.view({6, 64}), qo);
   ops::ScaledMmOptions mo;
   mo.bias = ck.bias;
-  const Tensor want = ops::scaled_mm(xq.q, w.weight, xq.scale, w.max_scale, mo);
-  const Tensor y = l.forward(x);
+  const Tensor want = ops::scaled_mm(cpu_ctx(), xq.q, w.weight, xq.scale, w.max_scale, mo);
+  const Tensor y = l.forward(cpu_ctx(), x);
   EXPECT_EQ(y.shape(), (Shape{2, 3, 256}));
   EXPECT_EQ(y.dtype(), DType::kBF16);
   EXPECT_TRUE(same_bits(y.view({6, 256}), want));
@@ -97,38 +104,38 @@ TEST(Fp8LinearMethodForward, DynamicIsPerTokenAndOutputIsTheModelDtype) {
   const PerTensorCheckpoint ck(DType::kF16);
   QKVParallelLinear l("qkv_proj", 64, 32, 4, 2, fp8_options(config, true, DType::kF16));
   ck.load(l);
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
   std::mt19937 rng(2);
   const Tensor x = random_16bit({5, 64}, DType::kF16, rng);
   const ops::RequantizeResult w = ck.requantized();
   ops::ScaledFp8QuantOptions qo;
   qo.use_per_token_if_dynamic = true;
-  const ops::QuantResult xq = ops::scaled_fp8_quant(x, qo);
+  const ops::QuantResult xq = ops::scaled_fp8_quant(cpu_ctx(), x, qo);
   ops::ScaledMmOptions mo;
   mo.bias = ck.bias;
   mo.out_dtype = DType::kF16;
-  const Tensor y = l.forward(x);
+  const Tensor y = l.forward(cpu_ctx(), x);
   EXPECT_EQ(y.dtype(), DType::kF16);
-  EXPECT_TRUE(same_bits(y, ops::scaled_mm(xq.q, w.weight, xq.scale, w.max_scale, mo)));
+  EXPECT_TRUE(same_bits(y, ops::scaled_mm(cpu_ctx(), xq.q, w.weight, xq.scale, w.max_scale, mo)));
 }
 
 TEST(Fp8LinearMethodForward, BlockIsGroupQuantThenBlockScaledMm) {
   const Fp8Config config(true, "dynamic", {}, std::vector<int64_t>{32, 32});
   std::mt19937 rng(3);
   const Tensor gate = random_16bit({64, 96}, DType::kBF16, rng, 0.05f), up = random_16bit({64, 96}, DType::kBF16, rng);
-  const ops::QuantResult gq = ops::quantize_weight_block(gate, 32, 32), uq = ops::quantize_weight_block(up, 32, 32);
+  const ops::QuantResult gq = ops::quantize_weight_block(cpu_ctx(), gate, 32, 32), uq = ops::quantize_weight_block(cpu_ctx(), up, 32, 32);
   MergedColumnParallelLinear l("gate_up_proj", 96, {64, 64}, fp8_options(config, false));
   l.load_weight("weight", gq.q, ShardId{int64_t(0)});
   l.load_weight("weight", uq.q, ShardId{int64_t(1)});
   l.load_weight("weight_scale_inv", gq.scale, ShardId{int64_t(0)});
   l.load_weight("weight_scale_inv", uq.scale, ShardId{int64_t(1)});
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
   const Tensor x = random_16bit({7, 96}, DType::kBF16, rng);
   ops::Fp8LinearOptions o;
   o.activation = ops::ActivationQuant::kGroup;
   o.weight_block = std::pair<int64_t, int64_t>{32, 32};
-  const Tensor want_gate = ops::fp8_linear(x, gq.q, gq.scale, o), want_up = ops::fp8_linear(x, uq.q, uq.scale, o);
-  const Tensor y = l.forward(x);
+  const Tensor want_gate = ops::fp8_linear(cpu_ctx(), x, gq.q, gq.scale, o), want_up = ops::fp8_linear(cpu_ctx(), x, uq.q, uq.scale, o);
+  const Tensor y = l.forward(cpu_ctx(), x);
   for (int64_t i = 0; i < 7; ++i) {
     EXPECT_TRUE(same_bits(y.narrow(0, i, 1).narrow(1, 0, 64), want_gate.narrow(0, i, 1)));
     EXPECT_TRUE(same_bits(y.narrow(0, i, 1).narrow(1, 64, 64), want_up.narrow(0, i, 1)));
@@ -141,22 +148,51 @@ TEST(Fp8LinearMethodForward, OnlineUsesThePerTensorQuantizedWeight) {
   const Tensor w = random_16bit({48, 64}, DType::kBF16, rng, 0.1f);
   RowParallelLinear l("down_proj", 64, 48, fp8_options(config, false));
   l.load_weight("weight", w, std::nullopt);
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
   const Tensor x = random_16bit({3, 64}, DType::kBF16, rng);
-  const ops::QuantResult wq = ops::scaled_fp8_quant(w);
+  const ops::QuantResult wq = ops::scaled_fp8_quant(cpu_ctx(), w);
   ops::Fp8LinearOptions o;  // per token
-  EXPECT_TRUE(same_bits(l.forward(x), ops::fp8_linear(x, wq.q, wq.scale, o)));
+  EXPECT_TRUE(same_bits(l.forward(cpu_ctx(), x), ops::fp8_linear(cpu_ctx(), x, wq.q, wq.scale, o)));
+}
+
+// The forward of a context: the quantized activations come from its workspace and go back when
+// the GEMM is done; once a shape has run, later forwards of it allocate no scratch. The prepared
+// weights are what apply reads.
+TEST(Fp8LinearMethodForward, ScratchComesFromTheContextsWorkspace) {
+  const Fp8Config config(true, "dynamic", {}, std::vector<int64_t>{32, 32});
+  std::mt19937 rng(13);
+  const ops::QuantResult wq = ops::quantize_weight_block(cpu_ctx(), random_16bit({64, 96}, DType::kBF16, rng), 32, 32);
+  ColumnParallelLinear l("c", 96, 64, fp8_options(config, false));
+  l.load_weight("weight", wq.q, std::nullopt);
+  l.load_weight("weight_scale_inv", wq.scale, std::nullopt);
+  expect_invalid([&] { method_prepared(l); }, "process_weights_after_loading must run before the forward pass");
+  l.process_weights_after_loading(cpu_ctx());
+  const PreparedFp8Linear& p = method_prepared(l);
+  EXPECT_EQ(p.activation, ops::ActivationQuant::kGroup);
+  EXPECT_EQ(p.block, (std::pair<int64_t, int64_t>{32, 32}));
+  EXPECT_EQ(p.weight.data_ptr(), l.parameter("weight").data.data_ptr());
+
+  const ForwardContext ctx;
+  const Tensor x = random_16bit({9, 96}, DType::kBF16, rng);
+  const Tensor first = l.forward(ctx, x);
+  const Workspace::Stats warm = ctx.workspace().stats();
+  EXPECT_GE(warm.high_water, size_t(9 * 96));  // the e4m3 activations
+  EXPECT_EQ(warm.in_use, 0u);                  // given back
+  for (int i = 0; i < 3; ++i) {
+    ctx.workspace().reset();
+    EXPECT_TRUE(same_bits(l.forward(ctx, x), first));
+  }
+  EXPECT_EQ(ctx.workspace().stats().allocations, warm.allocations);
 }
 
 TEST(Fp8LinearMethodForward, WeightOnlyIsW8A16WithPerRowScales) {
-  linear_test::ScopedEnv env("FP8KIT_FORCE_WEIGHT_ONLY", "1");
   linear_test::LogCapture quiet;
   const Fp8Config config(true, "static");
   const PerTensorCheckpoint ck;
-  QKVParallelLinear l("qkv_proj", 64, 32, 4, 2, fp8_options(config, true));
+  QKVParallelLinear l("qkv_proj", 64, 32, 4, 2, with_forced_weight_only(fp8_options(config, true), true));
   ck.load(l);
   for (const ShardId& id : {kQ, kK, kV}) l.load_weight("input_scale", Tensor::scalar_f32(0.02f), id);
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
   std::mt19937 rng(6);
   const Tensor x = random_16bit({4, 64}, DType::kBF16, rng);
   Tensor fused = Tensor::empty({256, 64}, DType::kE4M3FN);
@@ -169,7 +205,7 @@ TEST(Fp8LinearMethodForward, WeightOnlyIsW8A16WithPerRowScales) {
   }
   ops::WeightOnlyMmOptions o;
   o.bias = ck.bias;
-  EXPECT_TRUE(same_bits(l.forward(x), ops::weight_only_mm(x, fused, Tensor::from_vector(rows), o)));
+  EXPECT_TRUE(same_bits(l.forward(cpu_ctx(), x), ops::weight_only_mm(cpu_ctx(), x, fused, Tensor::from_vector(rows), o)));
 }
 
 // ---- against the BF16 layer ----
@@ -215,22 +251,21 @@ TEST(Fp8LinearMethodForward, WithinFp8ErrorOfTheBf16Layer) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    linear_test::ScopedEnv env("FP8KIT_FORCE_WEIGHT_ONLY", c.weight_only ? "1" : "0");
     linear_test::LogCapture quiet;
-    ColumnParallelLinear l("c", 512, 256, fp8_options(c.config, false));
+    ColumnParallelLinear l("c", 512, 256, with_forced_weight_only(fp8_options(c.config, false), c.weight_only));
     if (!c.config.is_checkpoint_fp8_serialized) {
       l.load_weight("weight", w, std::nullopt);
     } else if (c.config.weight_block_size) {
-      const ops::QuantResult q = ops::quantize_weight_block(w, 128, 128);
+      const ops::QuantResult q = ops::quantize_weight_block(cpu_ctx(), w, 128, 128);
       l.load_weight("weight", q.q, std::nullopt);
       l.load_weight("weight_scale_inv", q.scale, std::nullopt);
     } else {
-      const ops::QuantResult q = ops::quantize_weight_per_tensor(w);
+      const ops::QuantResult q = ops::quantize_weight_per_tensor(cpu_ctx(), w);
       l.load_weight("weight", q.q, std::nullopt);
       l.load_weight("weight_scale", q.scale, std::nullopt);
     }
-    l.process_weights_after_loading();
-    const double e = relative_rms_error(l.forward(x), x, w);
+    l.process_weights_after_loading(cpu_ctx());
+    const double e = relative_rms_error(l.forward(cpu_ctx(), x), x, w);
     EXPECT_TRUE(e <= c.bound) << e;
     EXPECT_TRUE(e >= 0.005) << e;
   }

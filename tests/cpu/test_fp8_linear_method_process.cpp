@@ -9,6 +9,7 @@
 #include <cfloat>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/layers/fp8_linear_method.h"
 #include "fp8kit/layers/linear.h"
@@ -65,10 +66,10 @@ TEST(Fp8LinearMethodProcess, RequantizesToTheMaxScaleBitForBit) {
   l.load_weight("input_scale", Tensor::scalar_f32(0.5f), kQ);
   l.load_weight("input_scale", Tensor::scalar_f32(2.0f), kK);
   l.load_weight("input_scale", Tensor::scalar_f32(1.0f), kV);
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
 
   const ops::RequantizeResult want =
-      ops::requantize_with_max_scale(ck.fused(), Tensor::from_vector(scales), {32, 16, 16});
+      ops::requantize_with_max_scale(cpu_ctx(), ck.fused(), Tensor::from_vector(scales), {32, 16, 16});
   const Tensor& w = l.parameter("weight").data;
   EXPECT_EQ(w.shape(), (Shape{32, 64}));  // [K, N]
   EXPECT_EQ(w.strides(), (Shape{1, 32}));  // column-major: the [N, K] rows stay contiguous
@@ -90,7 +91,7 @@ TEST(Fp8LinearMethodProcess, FusedOnDiskIsNotRequantized) {
   QKVParallelLinear l("qkv_proj", 32, 8, 4, 2, fp8_options(config));
   l.load_weight("weight", ck.fused(), std::nullopt);
   l.load_weight("weight_scale", Tensor::scalar_f32(0.03f), std::nullopt);
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
   EXPECT_TRUE(same_bits(l.parameter("weight").data.t(), ck.fused()));
   EXPECT_EQ(l.parameter("weight_scale").data.item_f32(), 0.03f);
 }
@@ -103,12 +104,12 @@ TEST(Fp8LinearMethodProcess, OnlineQuantizesTheWholeFusedWeight) {
   MergedColumnParallelLinear l("gate_up_proj", 40, {48, 48}, fp8_options(config));
   l.load_weight("weight", gate, ShardId{int64_t(0)});
   l.load_weight("weight", up, ShardId{int64_t(1)});
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
 
   Tensor fused = Tensor::empty({96, 40}, DType::kBF16);
   fused.narrow(0, 0, 48).copy_(gate);
   fused.narrow(0, 48, 48).copy_(up);
-  const ops::QuantResult want = ops::scaled_fp8_quant(fused);  // dynamic per-tensor, no floor
+  const ops::QuantResult want = ops::scaled_fp8_quant(cpu_ctx(), fused);  // dynamic per-tensor, no floor
   const Tensor& w = l.parameter("weight").data;
   EXPECT_EQ(w.dtype(), DType::kE4M3FN);
   EXPECT_EQ(w.shape(), (Shape{40, 96}));
@@ -127,7 +128,7 @@ TEST(Fp8LinearMethodProcess, BlockKeepsWeightAndScales) {
   ColumnParallelLinear l("c", 48, 32, fp8_options(config));
   l.load_weight("weight", w, std::nullopt);
   l.load_weight("weight_scale_inv", s, std::nullopt);
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
   EXPECT_TRUE(same_bits(l.parameter("weight").data, w));
   EXPECT_EQ(l.parameter("weight").data.shape(), (Shape{32, 48}));  // [N, K], not transposed
   EXPECT_TRUE(same_bits(l.parameter("weight_scale_inv").data, s));
@@ -136,16 +137,16 @@ TEST(Fp8LinearMethodProcess, BlockKeepsWeightAndScales) {
 TEST(Fp8LinearMethodProcess, ScalesNeverLoadedAreErrors) {
   const Fp8Config per_tensor(true, "static"), block(true, "dynamic", {}, std::vector<int64_t>{16, 16});
   ColumnParallelLinear no_weight_scale("model.c", 32, 32, fp8_options(per_tensor));
-  expect_invalid([&] { no_weight_scale.process_weights_after_loading(); }, "model.c: weight_scale was not loaded");
+  expect_invalid([&] { no_weight_scale.process_weights_after_loading(cpu_ctx()); }, "model.c: weight_scale was not loaded");
   ColumnParallelLinear no_input_scale("model.c", 32, 32, fp8_options(per_tensor));
   no_input_scale.load_weight("weight_scale", Tensor::scalar_f32(1.0f), std::nullopt);
-  expect_invalid([&] { no_input_scale.process_weights_after_loading(); },
+  expect_invalid([&] { no_input_scale.process_weights_after_loading(cpu_ctx()); },
                  "model.c: input_scale was not loaded (static activation scheme)");
   ColumnParallelLinear partial("model.c", 48, 32, fp8_options(block));
   Tensor s = Tensor::zeros({2, 3}, DType::kF32);
   partial.load_weight("weight_scale_inv", s, std::nullopt);
   partial.parameter("weight_scale_inv").data.narrow(0, 1, 1).narrow(1, 2, 1).copy_(Tensor::scalar_f32(kNot).view({1, 1}));
-  expect_invalid([&] { partial.process_weights_after_loading(); },
+  expect_invalid([&] { partial.process_weights_after_loading(cpu_ctx()); },
                  "model.c: 1 of 6 block scales of weight_scale_inv were not loaded");
 }
 
@@ -154,22 +155,21 @@ TEST(Fp8LinearMethodProcess, OnceAndBeforeApply) {
   ColumnParallelLinear l("c", 32, 32, fp8_options(config));
   l.load_weight("weight", Tensor::zeros({32, 32}, DType::kE4M3FN), std::nullopt);
   l.load_weight("weight_scale", Tensor::scalar_f32(1.0f), std::nullopt);
-  expect_invalid([&] { l.forward(Tensor::zeros({1, 32}, DType::kBF16)); },
+  expect_invalid([&] { l.forward(cpu_ctx(), Tensor::zeros({1, 32}, DType::kBF16)); },
                  "c: process_weights_after_loading must run before the forward pass");
-  l.process_weights_after_loading();
-  expect_invalid([&] { l.process_weights_after_loading(); }, "c: process_weights_after_loading already ran");
+  l.process_weights_after_loading(cpu_ctx());
+  expect_invalid([&] { l.process_weights_after_loading(cpu_ctx()); }, "c: process_weights_after_loading already ran");
 }
 
 TEST(Fp8LinearMethodProcess, WeightOnlyMapsShardScalesToRowsByLogicalWidths) {
-  linear_test::ScopedEnv env("FP8KIT_FORCE_WEIGHT_ONLY", "1");
   detail::reset_weight_only_warning();
   linear_test::LogCapture log;
   const Fp8Config config(true, "static");
   const QkvFp8 ck;
-  QKVParallelLinear l("qkv_proj", 32, 8, 4, 2, fp8_options(config));
+  QKVParallelLinear l("qkv_proj", 32, 8, 4, 2, with_forced_weight_only(fp8_options(config), true));
   ck.load(l, {0.02f, 0.05f, 0.0125f});
   for (const ShardId& id : {kQ, kK, kV}) l.load_weight("input_scale", Tensor::scalar_f32(1.0f), id);
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
   // q rows 0-31 take 0.02, k rows 32-47 0.05, v rows 48-63 0.0125 (the spec's
   // repeat_interleave(64 / 3) would have misplaced them).
   std::vector<float> rows(32, 0.02f);
@@ -184,31 +184,30 @@ TEST(Fp8LinearMethodProcess, WeightOnlyMapsShardScalesToRowsByLogicalWidths) {
             "Weight-only FP8 compression will be used leveraging the Marlin kernel. This may degrade performance "
             "for compute-heavy workloads.");
   // Once per process.
-  ColumnParallelLinear other("c", 32, 32, fp8_options(config));
+  ColumnParallelLinear other("c", 32, 32, with_forced_weight_only(fp8_options(config), true));
   other.load_weight("weight_scale", Tensor::scalar_f32(0.5f), std::nullopt);
   other.load_weight("input_scale", Tensor::scalar_f32(0.5f), std::nullopt);
-  other.process_weights_after_loading();
+  other.process_weights_after_loading(cpu_ctx());
   EXPECT_EQ(log.warnings.size(), 1u);
   EXPECT_EQ(values(other.parameter("weight_scale").data), (std::vector<float>{0.5f}));
 }
 
 TEST(Fp8LinearMethodProcess, WeightOnlyFusedOnDiskAndBlock) {
-  linear_test::ScopedEnv env("FP8KIT_FORCE_WEIGHT_ONLY", "1");
   linear_test::LogCapture log;
   const Fp8Config per_tensor(true, "dynamic");
   const QkvFp8 ck;
-  QKVParallelLinear fused("qkv_proj", 32, 8, 4, 2, fp8_options(per_tensor));
+  QKVParallelLinear fused("qkv_proj", 32, 8, 4, 2, with_forced_weight_only(fp8_options(per_tensor), true));
   fused.load_weight("weight", ck.fused(), std::nullopt);
   fused.load_weight("weight_scale", Tensor::scalar_f32(0.03f), std::nullopt);
-  fused.process_weights_after_loading();
+  fused.process_weights_after_loading(cpu_ctx());
   EXPECT_EQ(values(fused.parameter("weight_scale").data), (std::vector<float>{0.03f}));  // per tensor
 
   const Fp8Config block(true, "dynamic", {}, std::vector<int64_t>{16, 16});
   std::mt19937 rng(8);
   const Tensor s = gemm_test::random_scales({2, 2}, rng);
-  ColumnParallelLinear l("c", 32, 32, fp8_options(block));
+  ColumnParallelLinear l("c", 32, 32, with_forced_weight_only(fp8_options(block), true));
   l.load_weight("weight_scale_inv", s, std::nullopt);
-  l.process_weights_after_loading();
+  l.process_weights_after_loading(cpu_ctx());
   EXPECT_TRUE(same_bits(l.parameter("weight_scale_inv").data, s));
 }
 

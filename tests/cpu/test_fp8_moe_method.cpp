@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/layers/fused_moe.h"
 
@@ -96,9 +97,9 @@ TEST(Fp8MoEMethodCreate, StaticNeedsSerializedCheckpoint) {
 TEST(Fp8MoEMethodCreate, ApplyBeforeProcessing) {
   Fp8Config config(true, "dynamic");
   FusedMoE layer("moe", moe_options(config, 16, 8));
-  expect_invalid([&] { layer.forward(Tensor::zeros({2, 16}, DType::kBF16), Tensor::zeros({2, 3}, DType::kF32)); },
+  expect_invalid([&] { layer.forward(cpu_ctx(), Tensor::zeros({2, 16}, DType::kBF16), Tensor::zeros({2, 3}, DType::kF32)); },
                  "moe: process_weights_after_loading must run before the forward pass");
-  expect_invalid([&] { layer.forward(Tensor::zeros({2, 16}, DType::kBF16), Tensor::zeros({2, 4}, DType::kF32)); },
+  expect_invalid([&] { layer.forward(cpu_ctx(), Tensor::zeros({2, 16}, DType::kBF16), Tensor::zeros({2, 4}, DType::kF32)); },
                  "moe: router_logits must be [2, 3], got f32[2, 4] on cpu");
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/half.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/layers/fused_moe.h"
@@ -56,11 +57,6 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
   return ca.nbytes() == cb.nbytes() && std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
 }
 
-struct EnvGuard {
-  EnvGuard(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~EnvGuard() { unsetenv(name_); }
-  const char* name_;
-};
 
 struct LogCapture {
   LogCapture() {
@@ -82,14 +78,14 @@ TEST(Fp8MoEMethodProcess, OnlineQuantizesEachExpert) {
   fill_random_bf16(w13, 1);
   fill_random_bf16(w2, 2);
   const Tensor w13_in = w13.clone(), w2_in = w2.clone();
-  layer.process_weights_after_loading();
+  layer.process_weights_after_loading(cpu_ctx());
   const Tensor& s13 = layer.parameter("w13_weight_scale").data;
   const Tensor& s2 = layer.parameter("w2_weight_scale").data;
   ASSERT_EQ(s13.shape(), (Shape{kExperts}));  // re-created: one scale per expert over w1 and w3
   ASSERT_EQ(s2.shape(), (Shape{kExperts}));
   for (int64_t e = 0; e < kExperts; ++e) {
-    const ops::QuantResult q13 = ops::scaled_fp8_quant(w13_in.select(0, e));
-    const ops::QuantResult q2 = ops::scaled_fp8_quant(w2_in.select(0, e));
+    const ops::QuantResult q13 = ops::scaled_fp8_quant(cpu_ctx(), w13_in.select(0, e));
+    const ops::QuantResult q2 = ops::scaled_fp8_quant(cpu_ctx(), w2_in.select(0, e));
     EXPECT_TRUE(same_bytes(layer.parameter("w13_weight").data.select(0, e), q13.q)) << e;
     EXPECT_TRUE(same_bytes(layer.parameter("w2_weight").data.select(0, e), q2.q)) << e;
     EXPECT_EQ(s13.data<float>()[e], q13.scale.item_f32());
@@ -111,7 +107,7 @@ TEST(Fp8MoEMethodProcess, SerializedPerTensorRequantizesW13BitExact) {
     layer.weight_loader("w13_weight_scale", Tensor::scalar_f32(scales[size_t(2 * e)]), "w13_weight_scale", "w1", e);
     layer.weight_loader("w13_weight_scale", Tensor::scalar_f32(scales[size_t(2 * e + 1)]), "w13_weight_scale", "w3", e);
   }
-  layer.process_weights_after_loading();
+  layer.process_weights_after_loading(cpu_ctx());
   const Tensor& s13 = layer.parameter("w13_weight_scale").data;
   ASSERT_EQ(s13.shape(), (Shape{kExperts}));
   for (int64_t e = 0; e < kExperts; ++e) {
@@ -120,11 +116,11 @@ TEST(Fp8MoEMethodProcess, SerializedPerTensorRequantizesW13BitExact) {
     for (int64_t s = 0; s < 2; ++s) {
       // The spec's composition: per_tensor_dequantize (f16), then static scaled_fp8_quant with the max.
       const Tensor rows = w13_in.select(0, e).narrow(0, s * kInter, kInter);
-      const Tensor dq = ops::per_tensor_dequantize(rows, Tensor::scalar_f32(scales[size_t(2 * e + s)]));
+      const Tensor dq = ops::per_tensor_dequantize(cpu_ctx(), rows, Tensor::scalar_f32(scales[size_t(2 * e + s)]));
       ASSERT_EQ(dq.dtype(), DType::kF16);
       ops::ScaledFp8QuantOptions o;
       o.scale = Tensor::scalar_f32(max_scale);
-      const Tensor want = ops::scaled_fp8_quant(dq, o).q;
+      const Tensor want = ops::scaled_fp8_quant(cpu_ctx(), dq, o).q;
       EXPECT_TRUE(same_bytes(w13.select(0, e).narrow(0, s * kInter, kInter), want)) << "expert " << e << " shard " << s;
     }
   }
@@ -142,7 +138,7 @@ TEST(Fp8MoEMethodProcess, StaticInputScalesTakeTheMaxAndWarnOnce) {
     equal.weight_loader("w13_input_scale", Tensor::scalar_f32(0.5f), "w13_input_scale", "w1", e);
     equal.weight_loader("w2_input_scale", Tensor::scalar_f32(0.25f), "w2_input_scale", "w2", e);
   }
-  equal.process_weights_after_loading();
+  equal.process_weights_after_loading(cpu_ctx());
   EXPECT_TRUE(log.messages.empty());
   EXPECT_EQ(equal.parameter("w13_input_scale").data.dim(), 0);
   EXPECT_EQ(equal.parameter("w13_input_scale").data.item_f32(), 0.5f);
@@ -151,7 +147,7 @@ TEST(Fp8MoEMethodProcess, StaticInputScalesTakeTheMaxAndWarnOnce) {
     FusedMoE layer("moe.unequal", moe_options(config));
     layer.weight_loader("w2_input_scale", Tensor::scalar_f32(0.125f), "w2_input_scale", "w2", 1);
     layer.weight_loader("w13_input_scale", Tensor::scalar_f32(2.5f), "w13_input_scale", "w3", 2);
-    layer.process_weights_after_loading();
+    layer.process_weights_after_loading(cpu_ctx());
     EXPECT_EQ(layer.parameter("w13_input_scale").data.item_f32(), 2.5f);
     EXPECT_EQ(layer.parameter("w2_input_scale").data.item_f32(), 1.0f);  // the untouched 1.0 defaults win
   }
@@ -163,7 +159,7 @@ TEST(Fp8MoEMethodProcess, StaticWithoutInputScales) {
   Fp8Config config(true, "static");
   FusedMoE layer("moe", moe_options(config));
   layer.remove_parameter("w2_input_scale");
-  expect_invalid([&] { layer.process_weights_after_loading(); },
+  expect_invalid([&] { layer.process_weights_after_loading(cpu_ctx()); },
                  "QuantConfig has static quantization, but found activation scales are None.");
 }
 
@@ -172,40 +168,40 @@ TEST(Fp8MoEMethodProcess, BlockWeightsAreKept) {
   FusedMoE layer("moe", moe_options(config));
   fill_random_fp8(layer.parameter("w13_weight").data, 5);
   const Tensor before = layer.parameter("w13_weight").data.clone();
-  layer.process_weights_after_loading();
+  layer.process_weights_after_loading(cpu_ctx());
   EXPECT_TRUE(same_bytes(layer.parameter("w13_weight").data, before));
   EXPECT_EQ(layer.parameter("w13_weight_scale_inv").data.shape(), (Shape{kExperts, 4, 4}));
-  expect_invalid([&] { layer.process_weights_after_loading(); }, "moe: process_weights_after_loading already ran");
+  expect_invalid([&] { layer.process_weights_after_loading(cpu_ctx()); }, "moe: process_weights_after_loading already ran");
 }
 
 TEST(Fp8MoEMethodProcess, WeightOnlyDropsInputScales) {
-  EnvGuard force("FP8KIT_FORCE_WEIGHT_ONLY", "1");
   Fp8Config config(true, "static");
   FusedMoEOptions o = moe_options(config);
+  o.force_weight_only = true;
   FusedMoE layer("moe", o);
   auto& method = dynamic_cast<Fp8MoEMethod&>(*layer.quant_method());
   EXPECT_TRUE(method.weight_only());
   fill_random_fp8(layer.parameter("w13_weight").data, 6);
   fill_random_fp8(layer.parameter("w2_weight").data, 7);
   layer.weight_loader("w13_weight_scale", Tensor::scalar_f32(0.01f), "w13_weight_scale", "w1", 0);
-  layer.process_weights_after_loading();
+  layer.process_weights_after_loading(cpu_ctx());
   EXPECT_EQ(layer.find_parameter("w13_input_scale"), nullptr);
   EXPECT_EQ(layer.find_parameter("w2_input_scale"), nullptr);
   EXPECT_EQ(layer.parameter("w13_weight_scale").data.shape(), (Shape{kExperts}));  // requantized, then kept
   const Tensor x = Tensor::zeros({2, kHidden}, DType::kBF16);
   const Tensor logits = Tensor::zeros({2, kExperts}, DType::kF32);
-  const Tensor y = layer.forward(x, logits);  // 16-bit activations, a new tensor
+  const Tensor y = layer.forward(cpu_ctx(), x, logits);  // 16-bit activations, a new tensor
   EXPECT_NE(y.data_ptr(), x.data_ptr());
 
   o.activation = "gelu";
   FusedMoE gelu("moe", o);
-  gelu.process_weights_after_loading();
-  expect_invalid([&] { gelu.forward(x, logits); }, "gelu not supported for Marlin MoE.");
+  gelu.process_weights_after_loading(cpu_ctx());
+  expect_invalid([&] { gelu.forward(cpu_ctx(), x, logits); }, "gelu not supported for Marlin MoE.");
   o.activation = "silu";
   o.apply_router_weight_on_input = true;
   FusedMoE on_input("moe", o);
-  on_input.process_weights_after_loading();
-  expect_invalid([&] { on_input.forward(x, logits); }, "apply_router_weight_on_input is not supported for Marlin MoE.");
+  on_input.process_weights_after_loading(cpu_ctx());
+  expect_invalid([&] { on_input.forward(cpu_ctx(), x, logits); }, "apply_router_weight_on_input is not supported for Marlin MoE.");
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 // which also runs its grid problems on the fast path (the default).
 #include <gtest/gtest.h>
 
-#include "cpu_backend_scope.h"
 #include "moe_test_util.h"
+#include "reference_context.h"
 #include "ops/moe/fused_experts_cpu_plan.h"
 
 namespace fp8kit {
@@ -16,8 +16,7 @@ namespace {
 using namespace moe_test;
 
 std::vector<double> reference_values(const Inputs& in) {
-  const testing::ScopedCpuBackend reference(CpuBackend::kReference);
-  return values(run(in));
+  return values(run(in, cpu_reference_ctx()));
 }
 
 struct Config {

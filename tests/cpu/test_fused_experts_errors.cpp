@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "moe_test_util.h"
 
 namespace fp8kit {
@@ -15,14 +16,14 @@ Inputs fp8_inputs() { return inputs(grid_problem(4, 64, 32, 4, 2, 41), OracleOpt
 
 TEST(FusedExpertsErrors, SpecTexts) {
   Inputs in = fp8_inputs();
-  expect_invalid([&] { ops::fused_experts(Tensor::zeros({4, 32}, DType::kBF16), in.w1, in.w2, in.weights, in.ids, in.options); },
+  expect_invalid([&] { ops::fused_experts(cpu_ctx(), Tensor::zeros({4, 32}, DType::kBF16), in.w1, in.w2, in.weights, in.ids, in.options); },
                  "Hidden size mismatch 32 != 64");
-  expect_invalid([&] { ops::fused_experts(in.x, in.w1, in.w2, in.weights.narrow(1, 0, 1), in.ids, in.options); },
+  expect_invalid([&] { ops::fused_experts(cpu_ctx(), in.x, in.w1, in.w2, in.weights.narrow(1, 0, 1), in.ids, in.options); },
                  "topk shape mismatch");
   const Tensor wide = Tensor::zeros({4, 128}, DType::kBF16);
-  expect_invalid([&] { ops::fused_experts(wide.narrow(1, 0, 64), in.w1, in.w2, in.weights, in.ids, in.options); },
+  expect_invalid([&] { ops::fused_experts(cpu_ctx(), wide.narrow(1, 0, 64), in.w1, in.w2, in.weights, in.ids, in.options); },
                  "Hidden_states must be contiguous");
-  expect_invalid([&] { ops::fused_experts(in.x, in.w1.transpose(1, 2).contiguous().transpose(1, 2), in.w2, in.weights,
+  expect_invalid([&] { ops::fused_experts(cpu_ctx(), in.x, in.w1.transpose(1, 2).contiguous().transpose(1, 2), in.w2, in.weights,
                                           in.ids, in.options); },
                  "Stride of last dimension must be 1");
   in.options.activation = "relu";
@@ -31,9 +32,9 @@ TEST(FusedExpertsErrors, SpecTexts) {
 
 TEST(FusedExpertsErrors, DtypesAndShapes) {
   Inputs in = fp8_inputs();
-  expect_invalid([&] { ops::fused_experts(Tensor::zeros({4, 64}, DType::kI32), in.w1, in.w2, in.weights, in.ids, in.options); },
+  expect_invalid([&] { ops::fused_experts(cpu_ctx(), Tensor::zeros({4, 64}, DType::kI32), in.w1, in.w2, in.weights, in.ids, in.options); },
                  "fused_experts: `hidden_states` must be f32, f16 or bf16, got i32[4, 64] on cpu");
-  expect_invalid([&] { ops::fused_experts(in.x, in.w1, in.w1, in.weights, in.ids, in.options); },
+  expect_invalid([&] { ops::fused_experts(cpu_ctx(), in.x, in.w1, in.w1, in.weights, in.ids, in.options); },
                  "fused_experts: `w2` must be [E, H, I] = [4, 64, 32], got e4m3fn[4, 64, 64] on cpu");
   Inputs plain = in;
   plain.options = {};

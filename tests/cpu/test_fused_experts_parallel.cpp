@@ -122,23 +122,22 @@ TEST(FusedExpertsParallel, DynamicScalesArePerChunk) {
   EXPECT_GT(count_differences(values(run(in)), got), 0) << "the per-chunk scales should matter here";
 }
 
-TEST(FusedExpertsParallel, ChunkSizeFromEnvironment) {
+TEST(FusedExpertsParallel, ChunkSizeFromTheContext) {
   const Problem p = grid_problem(20, 128, 32, 8, 2, 35);
   OracleOptions o;
   o.chunk_size = 6;
   Inputs in = inputs(p, o);
   const Tensor explicit_chunks = run(in);
   in.options.chunk_size = 0;
-  ::setenv("FP8KIT_FUSED_MOE_CHUNK_SIZE", "6", 1);
-  const Tensor env_chunks = run(in);
-  ::setenv("FP8KIT_FUSED_MOE_CHUNK_SIZE", "6x", 1);
-  testing::expect_invalid([&] { run(in); }, "FP8KIT_FUSED_MOE_CHUNK_SIZE must be a positive integer, got '6x'");
-  ::unsetenv("FP8KIT_FUSED_MOE_CHUNK_SIZE");
+  Overrides overrides;
+  overrides.fused_moe_chunk_size = 6;
+  const Tensor env_chunks = run(in, cpu_ctx_with(overrides));
   EXPECT_EQ(std::memcmp(explicit_chunks.data_ptr(), env_chunks.data_ptr(), env_chunks.nbytes()), 0);
+  EXPECT_GT(count_differences(values(run(in)), values(env_chunks)), 0) << "the default chunk (32768) differs";
 }
 
-// fast_accum changes only the sm_90 tensor-core path: the CPU result is the same, and the
-// environment switch is parsed strictly.
+// fast_accum changes only the sm_90 tensor-core path: the CPU result is the same, from the option
+// and from the context's override.
 TEST(FusedExpertsParallel, FastAccumulationLeavesTheCpuPathAlone) {
   const Problem p = grid_problem(20, 128, 32, 8, 2, 37);
   Inputs in = inputs(p, OracleOptions{});
@@ -147,12 +146,10 @@ TEST(FusedExpertsParallel, FastAccumulationLeavesTheCpuPathAlone) {
   const Tensor fast = run(in);
   EXPECT_EQ(std::memcmp(exact.data_ptr(), fast.data_ptr(), exact.nbytes()), 0);
   in.options.fast_accum = false;
-  ::setenv("FP8KIT_MOE_FAST_ACCUM", "1", 1);
-  const Tensor env_fast = run(in);
+  Overrides overrides;
+  overrides.moe_fast_accum = true;
+  const Tensor env_fast = run(in, cpu_ctx_with(overrides));
   EXPECT_EQ(std::memcmp(exact.data_ptr(), env_fast.data_ptr(), exact.nbytes()), 0);
-  ::setenv("FP8KIT_MOE_FAST_ACCUM", "yes", 1);
-  testing::expect_invalid([&] { run(in); }, "FP8KIT_MOE_FAST_ACCUM must be 0 or 1, got 'yes'");
-  ::unsetenv("FP8KIT_MOE_FAST_ACCUM");
 }
 
 TEST(FusedExpertsParallel, InPlaceWritesHiddenStates) {

@@ -14,6 +14,7 @@
 #include "fp8kit/layers/fused_moe.h"
 #include "fp8kit/ops/quant.h"
 #include "model_loader_test_util.h"
+#include "test_context.h"
 
 namespace fp8kit {
 namespace {
@@ -79,8 +80,9 @@ std::unique_ptr<Fp8Config> config_for(Scheme s) {
 
 // A layer of rank (tp, ep) with every expert's checkpoint tensors offered to its weight loader.
 std::unique_ptr<FusedMoE> make_layer(Scheme scheme, const Fp8Config* config, ParallelConfig tp = {}, int64_t ep_size = 1,
-                                     int64_t ep_rank = 0) {
+                                     int64_t ep_rank = 0, bool force_weight_only = false) {
   FusedMoEOptions o;
+  o.force_weight_only = force_weight_only;
   o.num_experts = kExperts;
   o.top_k = 2;
   o.hidden_size = kHidden;
@@ -101,7 +103,7 @@ std::unique_ptr<FusedMoE> make_layer(Scheme scheme, const Fp8Config* config, Par
         continue;
       }
       const ops::QuantResult q =
-          scheme == Scheme::kBlock ? ops::quantize_weight_block(bf16, 16, 16) : ops::quantize_weight_per_tensor(bf16);
+          scheme == Scheme::kBlock ? ops::quantize_weight_block(cpu_ctx(), bf16, 16, 16) : ops::quantize_weight_per_tensor(cpu_ctx(), bf16);
       layer->weight_loader(param + "weight", q.q, "weight", shard, e);
       const std::string scale = param + (scheme == Scheme::kBlock ? "weight_scale_inv" : "weight_scale");
       layer->weight_loader(scale, q.scale, scale, shard, e);
@@ -112,19 +114,19 @@ std::unique_ptr<FusedMoE> make_layer(Scheme scheme, const Fp8Config* config, Par
       }
     }
   }
-  layer->process_weights_after_loading();
+  layer->process_weights_after_loading(cpu_ctx());
   return layer;
 }
 
 double error_vs_bf16_reference(FusedMoE& layer) {
   const Inputs& in = inputs();
-  const ops::TopkResult topk = FusedMoE::select_experts(in.x, in.logits, layer.apply_options());
+  const ops::TopkResult topk = FusedMoE::select_experts(cpu_ctx(), in.x, in.logits, layer.apply_options());
   const std::vector<double> ref = moe_reference(in.x, topk.weights, topk.ids, [](int64_t e, const char* w) {
     const Experts& ex = experts();
     return std::string(w) == "w1" ? ex.w1[size_t(e)] : std::string(w) == "w3" ? ex.w3[size_t(e)] : ex.w2[size_t(e)];
   });
   const Tensor x = in.x.clone();
-  const Tensor y = layer.forward(x, in.logits);
+  const Tensor y = layer.forward(cpu_ctx(), x, in.logits);
   return rel_error(y, ref);
 }
 
@@ -147,15 +149,13 @@ TEST(FusedMoEForward, RunsInPlaceLikeTheSpec) {
   const auto config = config_for(Scheme::kBlock);
   auto layer = make_layer(Scheme::kBlock, config.get());
   Tensor x = inputs().x.clone();
-  const Tensor y = layer->forward(x, inputs().logits);
+  const Tensor y = layer->forward(cpu_ctx(), x, inputs().logits);
   EXPECT_EQ(y.data_ptr(), x.data_ptr());  // inplace=True overwrites x
 }
 
 TEST(FusedMoEForward, WeightOnlyWithinTolerance) {
-  setenv("FP8KIT_FORCE_WEIGHT_ONLY", "1", 1);
   const auto config = config_for(Scheme::kPerTensor);
-  auto layer = make_layer(Scheme::kPerTensor, config.get());
-  unsetenv("FP8KIT_FORCE_WEIGHT_ONLY");
+  auto layer = make_layer(Scheme::kPerTensor, config.get(), {}, 1, 0, /*force_weight_only=*/true);
   ASSERT_TRUE(dynamic_cast<Fp8MoEMethod&>(*layer->quant_method()).weight_only());
   const double err = error_vs_bf16_reference(*layer);
   EXPECT_TRUE(err <= 0.07) << err;  // weights only: two FP8 roundings, measured 0.052
@@ -182,8 +182,8 @@ TEST(FusedMoEForward, ExpertParallelRanksSumToTheSingleRank) {
     auto rank1 = make_layer(scheme, config.get(), {}, 2, 1);
     EXPECT_EQ(rank0->local_num_experts(), 2);
     const Tensor& logits = inputs().logits;
-    const Tensor want = single->forward(inputs().x.clone(), logits);
-    const Tensor sum = add_bf16(rank0->forward(inputs().x.clone(), logits), rank1->forward(inputs().x.clone(), logits));
+    const Tensor want = single->forward(cpu_ctx(), inputs().x.clone(), logits);
+    const Tensor sum = add_bf16(rank0->forward(cpu_ctx(), inputs().x.clone(), logits), rank1->forward(cpu_ctx(), inputs().x.clone(), logits));
     EXPECT_EQ(std::memcmp(sum.data_ptr(), want.data_ptr(), want.nbytes()), 0) << "scheme " << int(scheme);
   }
 }
@@ -196,8 +196,8 @@ TEST(FusedMoEForward, TensorParallelSlicesSumToTp1) {
     auto r1 = make_layer(scheme, config.get(), {1, 2});
     EXPECT_EQ(r0->intermediate_size_per_partition(), kInter / 2);
     const Tensor& logits = inputs().logits;
-    const Tensor want = tp1->forward(inputs().x.clone(), logits);
-    const Tensor sum = add_bf16(r0->forward(inputs().x.clone(), logits), r1->forward(inputs().x.clone(), logits));
+    const Tensor want = tp1->forward(cpu_ctx(), inputs().x.clone(), logits);
+    const Tensor sum = add_bf16(r0->forward(cpu_ctx(), inputs().x.clone(), logits), r1->forward(cpu_ctx(), inputs().x.clone(), logits));
     std::vector<double> ref(size_t(want.numel()));
     for (int64_t i = 0; i < want.numel(); ++i) ref[size_t(i)] = bf16_to_float(want.data<BFloat16>()[i]);
     const double err = rel_error(sum, ref);

@@ -3,8 +3,9 @@
 // the unquantized product, b's two layouts, every scaling, bias, output dtypes, and the errors.
 #include <gtest/gtest.h>
 
-#include "cpu_backend_scope.h"
 #include "expect_error.h"
+#include "reference_context.h"
+#include "test_context.h"
 #include "fp8kit/ops/gemm.h"
 #include "fp8kit/ops/quant.h"
 #include "gemm_test_util.h"
@@ -23,11 +24,11 @@ TEST(GemmRef, HandComputedPerTensorWithBias) {
   ScaledMmOptions o;
   o.out_dtype = DType::kF32;
   o.bias = Tensor::from_vector(std::vector<float>{10, 20});
-  const Tensor y = ops::scaled_mm(a, b, Tensor::scalar_f32(2.0f), Tensor::scalar_f32(0.5f), o);
+  const Tensor y = ops::scaled_mm(cpu_ctx(), a, b, Tensor::scalar_f32(2.0f), Tensor::scalar_f32(0.5f), o);
   const std::vector<float> want = {11, 18.5f, 13, 17.5f};  // 2 * 0.5 * acc + bias
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y.data<float>()[i], want[i]) << i;
   o.fast_accum = true;  // a tensor-core option: the reference is exact either way
-  const Tensor y_fast = ops::scaled_mm(a, b, Tensor::scalar_f32(2.0f), Tensor::scalar_f32(0.5f), o);
+  const Tensor y_fast = ops::scaled_mm(cpu_ctx(), a, b, Tensor::scalar_f32(2.0f), Tensor::scalar_f32(0.5f), o);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y_fast.data<float>()[i], want[i]) << i;
 }
 
@@ -36,7 +37,7 @@ TEST(GemmRef, HandComputedPerTokenPerChannel) {
   const Tensor b = e4m3_from({1, 0, 0.5f, -1}, 2, 2);
   ScaledMmOptions o;
   o.out_dtype = DType::kF32;
-  const Tensor y = ops::scaled_mm(a, b, Tensor::from_vector(std::vector<float>{1, 4}, {2, 1}),
+  const Tensor y = ops::scaled_mm(cpu_ctx(), a, b, Tensor::from_vector(std::vector<float>{1, 4}, {2, 1}),
                                   Tensor::from_vector(std::vector<float>{2, 8}), o);
   const std::vector<float> want = {2, -12, 24, -80};  // acc[i][j] * sa[i] * sb[j]
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y.data<float>()[i], want[i]) << i;
@@ -73,7 +74,7 @@ TEST(GemmRef, ExactOnIntegerGridsForEveryScaling) {
       ScaledMmOptions o;
       o.out_dtype = out;
       o.block = c.block;
-      const Tensor y = ops::scaled_mm(a, b, c.sa, c.sb, o);
+      const Tensor y = ops::scaled_mm(cpu_ctx(), a, b, c.sa, c.sb, o);
       const int64_t bk = c.block ? c.block->second : k, bn = c.block ? c.block->first : 1;
       auto sa = [&](int64_t i, int64_t kb) {
         return c.block ? c.sa.data<float>()[i * (k / bk) + kb] : c.sa.data<float>()[c.sa.numel() == 1 ? 0 : i];
@@ -99,7 +100,6 @@ TEST(GemmRef, ExactOnIntegerGridsForEveryScaling) {
 // these shapes was 1.5e-7, so 1e-5 leaves a ~70x margin and still catches any dropped or doubled
 // term.
 TEST(GemmRef, MatchesFp64OnRandomOperands) {
-  const testing::ScopedCpuBackend reference(CpuBackend::kReference);  // the fast backend: test_gemm_cpu.cpp
   for (uint32_t seed = 0; seed < 4; ++seed) {
     std::mt19937 rng(seed);
     for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {3, 127, 129}, {129, 3, 640}, {16, 256, 4096}}) {
@@ -107,7 +107,7 @@ TEST(GemmRef, MatchesFp64OnRandomOperands) {
       const Tensor sa = random_scales({m, 1}, rng), sb = random_scales({n}, rng);
       ScaledMmOptions o;
       o.out_dtype = DType::kF32;
-      const Tensor y = ops::scaled_mm(a, b, sa, sb, o);
+      const Tensor y = ops::scaled_mm(cpu_reference_ctx(), a, b, sa, sb, o);
       const std::vector<double> ref = reference_fp64(
           a, b, k, [&](int64_t i, int64_t) { return sa.data<float>()[i]; },
           [&](int64_t j, int64_t) { return sb.data<float>()[j]; }, {});
@@ -118,7 +118,6 @@ TEST(GemmRef, MatchesFp64OnRandomOperands) {
 }
 
 TEST(GemmRef, BlockScalingMatchesFp64AndScaleLayoutsAgree) {
-  const testing::ScopedCpuBackend reference(CpuBackend::kReference);  // a tolerance of the reference's
   std::mt19937 rng(11);
   const int64_t m = 5, n = 300, k = 384;
   const Tensor a = random_e4m3(m, k, rng), b = random_e4m3(n, k, rng);
@@ -126,7 +125,7 @@ TEST(GemmRef, BlockScalingMatchesFp64AndScaleLayoutsAgree) {
   ScaledMmOptions o;
   o.out_dtype = DType::kF32;
   o.block = std::make_pair(128, 128);
-  const Tensor y = ops::scaled_mm(a, b, sa, sb, o);
+  const Tensor y = ops::scaled_mm(cpu_reference_ctx(), a, b, sa, sb, o);
   const std::vector<double> ref = reference_fp64(
       a, b, 128, [&](int64_t i, int64_t kb) { return sa.data<float>()[i * 3 + kb]; },
       [&](int64_t j, int64_t kb) { return sb.data<float>()[(j / 128) * 3 + kb]; }, {});
@@ -136,7 +135,7 @@ TEST(GemmRef, BlockScalingMatchesFp64AndScaleLayoutsAgree) {
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t g = 0; g < 3; ++g) col.data<float>()[g * m + i] = sa.data<float>()[i * 3 + g];
   }
-  const Tensor y2 = ops::scaled_mm(a, b, col.t(), sb, o);
+  const Tensor y2 = ops::scaled_mm(cpu_reference_ctx(), a, b, col.t(), sb, o);
   EXPECT_EQ(std::memcmp(y.data_ptr(), y2.data_ptr(), y.nbytes()), 0);
 }
 
@@ -145,7 +144,7 @@ TEST(GemmRef, ColumnMajorWeightViewEqualsNK) {
   const Tensor a = random_e4m3(7, 96, rng), b = random_e4m3(40, 96, rng);
   const Tensor sa = random_scales({}, rng), sb = random_scales({}, rng);
   const Tensor kn = b.t();  // [K, N] with strides (1, K): the spec's weight.t() after loading
-  const Tensor y1 = ops::scaled_mm(a, b, sa, sb), y2 = ops::scaled_mm(a, kn, sa, sb);
+  const Tensor y1 = ops::scaled_mm(cpu_ctx(), a, b, sa, sb), y2 = ops::scaled_mm(cpu_ctx(), a, kn, sa, sb);
   EXPECT_EQ(std::memcmp(y1.data_ptr(), y2.data_ptr(), y1.nbytes()), 0);
 }
 
@@ -155,7 +154,7 @@ TEST(GemmRef, NaNInputPropagatesAndFailsTolerance) {
   const Tensor b = e4m3_from({1, 0, 0, 1}, 2, 2);
   ScaledMmOptions o;
   o.out_dtype = DType::kF32;
-  const Tensor y = ops::scaled_mm(a, b, Tensor::scalar_f32(1), Tensor::scalar_f32(1), o);
+  const Tensor y = ops::scaled_mm(cpu_ctx(), a, b, Tensor::scalar_f32(1), Tensor::scalar_f32(1), o);
   EXPECT_TRUE(std::isnan(y.data<float>()[0]));
   EXPECT_FALSE(max_rel_error(y, {1, 2, 3, 4}, 1.0) <= 1.0);  // a NaN never passes
 }
@@ -187,17 +186,17 @@ TEST(GemmRef, QualityAgainstUnquantizedProduct) {
   };
   ops::ScaledFp8QuantOptions per_token;
   per_token.use_per_token_if_dynamic = true;
-  const ops::QuantResult xq = ops::scaled_fp8_quant(x, per_token);
-  const ops::QuantResult wq = ops::quantize_weight_per_channel(w);
+  const ops::QuantResult xq = ops::scaled_fp8_quant(cpu_ctx(), x, per_token);
+  const ops::QuantResult wq = ops::quantize_weight_per_channel(cpu_ctx(), w);
   ScaledMmOptions o;
   o.out_dtype = DType::kF32;
-  const double e1 = rel_fro(ops::scaled_mm(xq.q, wq.q, xq.scale, wq.scale, o));
+  const double e1 = rel_fro(ops::scaled_mm(cpu_ctx(), xq.q, wq.q, xq.scale, wq.scale, o));
   ops::PerTokenGroupQuantOptions groups;
   groups.group_size = 128;
-  const ops::QuantResult xg = ops::per_token_group_quant(x, groups);
-  const ops::QuantResult wb = ops::quantize_weight_block(w, 128, 128);
+  const ops::QuantResult xg = ops::per_token_group_quant(cpu_ctx(), x, groups);
+  const ops::QuantResult wb = ops::quantize_weight_block(cpu_ctx(), w, 128, 128);
   o.block = std::make_pair(128, 128);
-  const double e2 = rel_fro(ops::scaled_mm(xg.q, wb.q, xg.scale, wb.scale, o));
+  const double e2 = rel_fro(ops::scaled_mm(cpu_ctx(), xg.q, wb.q, xg.scale, wb.scale, o));
   // Each operand carries a few percent of rounding error per element, and the errors of a K-term
   // dot product partly cancel: measured 0.037 for both schemes with this seed; 0.06 is the bound.
   RecordProperty("per_token_error", std::to_string(e1));
@@ -210,30 +209,30 @@ TEST(GemmRef, QualityAgainstUnquantizedProduct) {
 TEST(GemmRef, Errors) {
   const Tensor a = Tensor::zeros({4, 32}, DType::kE4M3FN), b = Tensor::zeros({8, 32}, DType::kE4M3FN);
   const Tensor s = Tensor::scalar_f32(1);
-  expect_invalid([&] { ops::scaled_mm(Tensor::zeros({4, 32}, DType::kBF16), b, s, s); },
+  expect_invalid([&] { ops::scaled_mm(cpu_ctx(), Tensor::zeros({4, 32}, DType::kBF16), b, s, s); },
                  "scaled_mm: `a` and `b` must be e4m3fn, got bf16[4, 32] on cpu and e4m3fn[8, 32] on cpu");
-  expect_invalid([&] { ops::scaled_mm(a, Tensor::zeros({8, 16}, DType::kE4M3FN), s, s); },
+  expect_invalid([&] { ops::scaled_mm(cpu_ctx(), a, Tensor::zeros({8, 16}, DType::kE4M3FN), s, s); },
                  "scaled_mm: `b` must be [N, 32] with K contiguous, or its [32, N] column-major view; got e4m3fn[8, 16] "
                  "on cpu with strides [16, 1]");
-  expect_invalid([&] { ops::scaled_mm(a, b, Tensor::zeros({3}, DType::kF32), s); },
+  expect_invalid([&] { ops::scaled_mm(cpu_ctx(), a, b, Tensor::zeros({3}, DType::kF32), s); },
                  "scaled_mm: `scale_a` must hold one scale or one per row of a (M) (a (M) = 4) contiguously, got f32[3] "
                  "on cpu");
-  expect_invalid([&] { ops::scaled_mm(a, b, s, Tensor::zeros({1}, DType::kF16)); },
+  expect_invalid([&] { ops::scaled_mm(cpu_ctx(), a, b, s, Tensor::zeros({1}, DType::kF16)); },
                  "scaled_mm: `scale_b` must be f32, got f16[1] on cpu");
   ScaledMmOptions o;
   o.bias = Tensor::zeros({8}, DType::kF32);
-  expect_invalid([&] { ops::scaled_mm(a, b, s, s, o); },
+  expect_invalid([&] { ops::scaled_mm(cpu_ctx(), a, b, s, s, o); },
                  "scaled_mm: `bias` must be a contiguous [N] = [8] tensor of the output dtype bf16, got f32[8] on cpu");
   ScaledMmOptions blk;
   blk.block = std::make_pair(128, 128);
-  expect_invalid([&] { ops::scaled_mm(a, b, s, s, blk); },
+  expect_invalid([&] { ops::scaled_mm(cpu_ctx(), a, b, s, s, blk); },
                  "scaled_mm: K = 32 must be divisible by block_k = 128 (activations are quantized in 1 x 128 groups)");
   blk.block = std::make_pair(16, 16);
-  expect_invalid([&] { ops::scaled_mm(a, b, Tensor::zeros({4, 1}, DType::kF32), s, blk); },
+  expect_invalid([&] { ops::scaled_mm(cpu_ctx(), a, b, Tensor::zeros({4, 1}, DType::kF32), s, blk); },
                  "scaled_mm: `scale_a` must be [M, K / block_k] = [4, 2], got f32[4, 1] on cpu");
   ScaledMmOptions bad_out;
   bad_out.out_dtype = DType::kE4M3FN;
-  expect_invalid([&] { ops::scaled_mm(a, b, s, s, bad_out); }, "scaled_mm: `out_dtype` must be bf16, f16 or f32, got e4m3fn");
+  expect_invalid([&] { ops::scaled_mm(cpu_ctx(), a, b, s, s, bad_out); }, "scaled_mm: `out_dtype` must be bf16, f16 or f32, got e4m3fn");
 }
 
 }  // namespace

@@ -26,24 +26,23 @@ GemmDesc aligned(int64_t m, int64_t n, int64_t k, int arch = 90) {
 }
 
 TEST(GemmConfig, DecodeServesPerRowAndSmallBlockProblems) {
-  unsetenv("FP8KIT_GEMM_BACKEND");
   for (int64_t m : {1, 7, 16, 33, 64}) {
     GemmDesc d = aligned(m, 6144, 4096);
     EXPECT_EQ(decode_rejects(d), "") << m;
     // Per-tensor scales stay on cuBLASLt at every M.
-    EXPECT_EQ(select_gemm(d).backend, GemmBackend::kCublasLt) << m;
+    EXPECT_EQ(plan_scaled_mm(d, {}).backend, GemmBackend::kCublasLt) << m;
     // Per-row scales (either operand) up to 32 rows.
     for (const auto& [sa, sb] : std::vector<std::pair<ScaleKind, ScaleKind>>{
              {ScaleKind::kRow, ScaleKind::kRow}, {ScaleKind::kRow, ScaleKind::kTensor}, {ScaleKind::kTensor, ScaleKind::kRow}}) {
       d.scale_a = sa;
       d.scale_b = sb;
-      EXPECT_EQ(select_gemm(d).backend, m <= 32 ? GemmBackend::kDecode : GemmBackend::kCublasLt) << m;
+      EXPECT_EQ(plan_scaled_mm(d, {}).backend, m <= 32 ? GemmBackend::kDecode : GemmBackend::kCublasLt) << m;
     }
     // Block scales below 16 rows.
     d.scale_a = d.scale_b = ScaleKind::kBlock;
     d.block_n = d.block_k = 128;
     d.scale_a_column_major = true;
-    EXPECT_EQ(select_gemm(d).backend, m < 16 ? GemmBackend::kDecode : GemmBackend::kCublasLt) << m;
+    EXPECT_EQ(plan_scaled_mm(d, {}).backend, m < 16 ? GemmBackend::kDecode : GemmBackend::kCublasLt) << m;
   }
   // Block scaling that cuBLASLt declines: the decode kernel up to 64 rows, the wgmma kernel above,
   // the generic kernel before sm_90.
@@ -52,11 +51,11 @@ TEST(GemmConfig, DecodeServesPerRowAndSmallBlockProblems) {
   blk.block_n = 128;
   blk.block_k = 128;
   EXPECT_EQ(decode_rejects(blk), "");
-  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kDecode);
+  EXPECT_EQ(plan_scaled_mm(blk, {}).backend, GemmBackend::kDecode);
   blk.m = 65;
-  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kWgmma);
+  EXPECT_EQ(plan_scaled_mm(blk, {}).backend, GemmBackend::kWgmma);
   blk.arch = 89;
-  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kFallback);
+  EXPECT_EQ(plan_scaled_mm(blk, {}).backend, GemmBackend::kFallback);
 }
 
 TEST(GemmConfig, DecodeRejectsWithAReason) {
@@ -81,13 +80,12 @@ TEST(GemmConfig, DecodeRejectsWithAReason) {
 }
 
 TEST(GemmConfig, CublasLtServesAlignedProblemsAboveDecodeSizes) {
-  unsetenv("FP8KIT_GEMM_BACKEND");
   for (ScaleKind a : {ScaleKind::kTensor, ScaleKind::kRow}) {
     for (ScaleKind b : {ScaleKind::kTensor, ScaleKind::kRow}) {
       GemmDesc d = aligned(65, 6144, 4096);
       d.scale_a = a;
       d.scale_b = b;
-      const GemmConfig c = select_gemm(d);
+      const GemmConfig c = plan_scaled_mm(d, {});
       EXPECT_EQ(c.backend, GemmBackend::kCublasLt);
       EXPECT_EQ(c.reason, "");
       d.m = 16;
@@ -98,7 +96,7 @@ TEST(GemmConfig, CublasLtServesAlignedProblemsAboveDecodeSizes) {
   blk.scale_a = blk.scale_b = ScaleKind::kBlock;
   blk.block_n = blk.block_k = 128;
   blk.scale_a_column_major = true;
-  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kCublasLt);
+  EXPECT_EQ(plan_scaled_mm(blk, {}).backend, GemmBackend::kCublasLt);
 }
 
 TEST(GemmConfig, CublasLtRejectsWithAReason) {
@@ -126,45 +124,44 @@ TEST(GemmConfig, CublasLtRejectsWithAReason) {
 }
 
 TEST(GemmConfig, WhatCublasLtRejectsGoesToWgmmaOnSm90ElseToTheGenericKernel) {
-  unsetenv("FP8KIT_GEMM_BACKEND");
-  EXPECT_EQ(select_gemm(aligned(3, 129, 127)).reason,
+  EXPECT_EQ(plan_scaled_mm(aligned(3, 129, 127), {}).reason,
             "cublaslt: K is not a multiple of 16; wgmma: a row stride is not a multiple of 16 bytes");
-  EXPECT_EQ(select_gemm(aligned(16, 256, 256, 80)).reason,
+  EXPECT_EQ(plan_scaled_mm(aligned(16, 256, 256, 80), {}).reason,
             "cublaslt: no FP8 tensor cores before sm_89; wgmma: wgmma needs sm_90 (built for sm_90a)");
   GemmDesc odd_n = aligned(65, 129, 128);
-  EXPECT_EQ(select_gemm(odd_n).backend, GemmBackend::kWgmma);
-  EXPECT_EQ(select_gemm(odd_n).reason, "cublaslt: the output row stride is not a multiple of 16 bytes");
+  EXPECT_EQ(plan_scaled_mm(odd_n, {}).backend, GemmBackend::kWgmma);
+  EXPECT_EQ(plan_scaled_mm(odd_n, {}).reason, "cublaslt: the output row stride is not a multiple of 16 bytes");
   odd_n.arch = 89;
-  EXPECT_EQ(select_gemm(odd_n).backend, GemmBackend::kFallback);
+  EXPECT_EQ(plan_scaled_mm(odd_n, {}).backend, GemmBackend::kFallback);
   // DeepSeek-V3's fused q_a / kv_a projection: N = 2112 is not a multiple of 128.
   GemmDesc blk = aligned(2048, 2112, 7168);
   blk.scale_a = blk.scale_b = ScaleKind::kBlock;
   blk.block_n = blk.block_k = 128;
   blk.scale_a_column_major = true;
-  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kWgmma);
+  EXPECT_EQ(plan_scaled_mm(blk, {}).backend, GemmBackend::kWgmma);
   blk.n = 2048;
-  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kCublasLt);
+  EXPECT_EQ(plan_scaled_mm(blk, {}).backend, GemmBackend::kCublasLt);
   blk.scale_a_column_major = false;  // row-major activation scales: cuBLASLt cannot read them
-  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kWgmma);
+  EXPECT_EQ(plan_scaled_mm(blk, {}).backend, GemmBackend::kWgmma);
   blk.arch = 89;
-  EXPECT_EQ(select_gemm(blk).backend, GemmBackend::kFallback);
+  EXPECT_EQ(plan_scaled_mm(blk, {}).backend, GemmBackend::kFallback);
   GemmDesc misaligned = aligned(16, 256, 256);
   misaligned.pointers_16b_aligned = false;
-  EXPECT_EQ(select_gemm(misaligned).backend, GemmBackend::kFallback);
+  EXPECT_EQ(plan_scaled_mm(misaligned, {}).backend, GemmBackend::kFallback);
 }
 
 TEST(GemmConfig, ForcedBackends) {
-  setenv("FP8KIT_GEMM_BACKEND", "fallback", 1);
-  EXPECT_EQ(select_gemm(aligned(16, 256, 256)).backend, GemmBackend::kFallback);
-  setenv("FP8KIT_GEMM_BACKEND", "cublaslt", 1);
-  EXPECT_EQ(select_gemm(aligned(16, 256, 256)).backend, GemmBackend::kCublasLt);
-  EXPECT_THROW(select_gemm(aligned(3, 129, 127)), Error);
-  setenv("FP8KIT_GEMM_BACKEND", "decode", 1);
-  EXPECT_EQ(select_gemm(aligned(16, 256, 256)).backend, GemmBackend::kDecode);
-  EXPECT_EQ(select_gemm(aligned(3, 129, 48)).backend, GemmBackend::kDecode);
-  EXPECT_THROW(select_gemm(aligned(65, 256, 256)), Error);
-  EXPECT_THROW(select_gemm(aligned(3, 129, 127)), Error);
-  unsetenv("FP8KIT_GEMM_BACKEND");
+  Overrides forced;
+  forced.gemm_backend = GemmBackendOverride::kFallback;
+  EXPECT_EQ(plan_scaled_mm(aligned(16, 256, 256), forced).backend, GemmBackend::kFallback);
+  forced.gemm_backend = GemmBackendOverride::kCublasLt;
+  EXPECT_EQ(plan_scaled_mm(aligned(16, 256, 256), forced).backend, GemmBackend::kCublasLt);
+  EXPECT_THROW(plan_scaled_mm(aligned(3, 129, 127), forced), Error);
+  forced.gemm_backend = GemmBackendOverride::kDecode;
+  EXPECT_EQ(plan_scaled_mm(aligned(16, 256, 256), forced).backend, GemmBackend::kDecode);
+  EXPECT_EQ(plan_scaled_mm(aligned(3, 129, 48), forced).backend, GemmBackend::kDecode);
+  EXPECT_THROW(plan_scaled_mm(aligned(65, 256, 256), forced), Error);
+  EXPECT_THROW(plan_scaled_mm(aligned(3, 129, 127), forced), Error);
   EXPECT_STREQ(gemm_backend_name(GemmBackend::kDecode), "decode");
 }
 
@@ -185,10 +182,10 @@ TEST(GemmConfig, WgmmaRejectsWithAReason) {
   EXPECT_EQ(wgmma_rejects(blk), "");  // any activation-scale layout
   blk.block_n = 64;
   EXPECT_EQ(wgmma_rejects(blk), "block scales other than 1x128 x 128x128");
-  setenv("FP8KIT_GEMM_BACKEND", "wgmma", 1);
-  EXPECT_EQ(select_gemm(aligned(16, 256, 256)).backend, GemmBackend::kWgmma);
-  EXPECT_THROW(select_gemm(aligned(16, 256, 256, 89)), Error);
-  unsetenv("FP8KIT_GEMM_BACKEND");
+  Overrides forced;
+  forced.gemm_backend = GemmBackendOverride::kWgmma;
+  EXPECT_EQ(plan_scaled_mm(aligned(16, 256, 256), forced).backend, GemmBackend::kWgmma);
+  EXPECT_THROW(plan_scaled_mm(aligned(16, 256, 256, 89), forced), Error);
   EXPECT_STREQ(gemm_backend_name(GemmBackend::kWgmma), "wgmma");
 }
 
@@ -247,18 +244,16 @@ TEST(GemmConfig, DecodePlanSplitsKOnlyWhenTooFewTilesStream) {
 }
 
 TEST(GemmConfig, DecodePlanTakesForcedSplits) {
-  const DecodeGemmPlan p = plan_decode_gemm(16, 6144, 4096, 132, "3");  // 32 K tiles: 11, 11, 10
+  const DecodeGemmPlan p = plan_decode_gemm(16, 6144, 4096, 132, 3);  // 32 K tiles: 11, 11, 10
   EXPECT_EQ(p.splits, 3);
   EXPECT_EQ(p.chunks_per_split, 11);
   EXPECT_EQ(p.ctas, 264);
   // More splits than K tiles: one K tile each, none empty.
-  const DecodeGemmPlan q = plan_decode_gemm(1, 256, 384, 132, "64");
+  const DecodeGemmPlan q = plan_decode_gemm(1, 256, 384, 132, 64);
   EXPECT_EQ(q.splits, 3);
   EXPECT_EQ(q.chunks_per_split, 1);
-  for (const char* bad : {"0", "65", "two", "4x", "-1"}) {
-    EXPECT_THROW(plan_decode_gemm(16, 6144, 4096, 132, bad), Error) << bad;
-  }
-  EXPECT_EQ(plan_decode_gemm(16, 6144, 4096, 132, "").splits, plan_decode_gemm(16, 6144, 4096, 132).splits);
+  // 0: the cost model's choice (the value range is Overrides::parse's: tests/cpu/test_overrides.cpp).
+  EXPECT_EQ(plan_decode_gemm(16, 6144, 4096, 132, 0).splits, plan_decode_gemm(16, 6144, 4096, 132).splits);
 }
 
 TEST(GemmConfig, DescribeReadsTheArgs) {
@@ -325,6 +320,25 @@ TEST(GemmConfig, WeightOnlyTiledPlanSplitsToAboutTwoCtasPerSm) {
   EXPECT_EQ(plan_weight_only_tiled(2048, 4096, 4096, 132).splits, 1);
   EXPECT_EQ(plan_weight_only_tiled(128, 4096, 512, 132).splits, 2);
   EXPECT_EQ(plan_weight_only_tiled(128, 4096, 128, 132).splits, 1);
+}
+
+TEST(GemmConfig, WeightOnlyPlanByRowsAndWhatServes) {
+  auto plan = [](int64_t m, bool tiled, bool mma, bool decode, WeightOnlyGemmOverride forced) {
+    Overrides o;
+    o.weight_only_gemm = forced;
+    return plan_weight_only_mm({m, tiled, mma, decode}, o);
+  };
+  constexpr auto kAuto = WeightOnlyGemmOverride::kAuto;
+  EXPECT_EQ(plan(33, true, true, false, kAuto), WeightOnlyKernel::kTiled);  // from 33 rows
+  EXPECT_EQ(plan(32, true, true, false, kAuto), WeightOnlyKernel::kMma);
+  EXPECT_EQ(plan(2, true, true, true, kAuto), WeightOnlyKernel::kMma);      // tensor cores from 2 rows
+  EXPECT_EQ(plan(1, true, true, true, kAuto), WeightOnlyKernel::kDecode);   // one row streams on CUDA cores
+  EXPECT_EQ(plan(1, true, true, false, kAuto), WeightOnlyKernel::kMma);
+  EXPECT_EQ(plan(64, false, false, false, kAuto), WeightOnlyKernel::kGeneric);
+  EXPECT_EQ(plan(4, true, true, false, WeightOnlyGemmOverride::kTiled), WeightOnlyKernel::kTiled);
+  EXPECT_EQ(plan(4, false, true, false, WeightOnlyGemmOverride::kTiled), WeightOnlyKernel::kMma);
+  EXPECT_EQ(plan(64, true, true, true, WeightOnlyGemmOverride::kCudaCore), WeightOnlyKernel::kDecode);
+  EXPECT_EQ(plan(64, true, true, false, WeightOnlyGemmOverride::kCudaCore), WeightOnlyKernel::kGeneric);
 }
 
 }  // namespace

@@ -8,9 +8,10 @@
 #include <optional>
 
 #include "core/parallel.h"
-#include "cpu_backend_scope.h"
 #include "fp8kit/ops/gemm.h"
 #include "gemm_cpu_test_util.h"
+#include "reference_context.h"
+#include "test_context.h"
 #include "ops/gemm/gemm_cpu.h"
 #include "ops/gemm/gemm_cpu_families.h"
 #include "ops/gemm/gemm_ref.h"
@@ -248,8 +249,8 @@ TEST(GemmCpu, ScaledMmStridedAndMisalignedOperands) {
   }
 }
 
-// ops::scaled_mm routes the CPU to the plan: the fast engine by default, the reference with
-// FP8KIT_CPU_BACKEND=reference (random operands, where the two differ in the last bits).
+// ops::scaled_mm routes the CPU to the plan: the fast engine by default, the reference in a context
+// whose overrides say cpu_backend = kReference (random operands, where the two differ in the last bits).
 TEST(GemmCpu, PublicEntryRoutesByCpuBackend) {
   std::mt19937 rng(6);
   const MmCase c = make_case(5, 64, 2048, Scaling::kTokenChannel, DType::kF32, false, false, rng);
@@ -259,9 +260,8 @@ TEST(GemmCpu, PublicEntryRoutesByCpuBackend) {
   const ops::cpu::GemmPlan plan = ops::cpu::plan_cpu_gemm(ops::cpu::describe(ops::cpu::scaled_mm_problem(mm_args(c, want_ref)), num_threads()), Overrides{});
   const Tensor want_fast = run_fast(c, plan);
   ASSERT_GT(bit_mismatches(want_fast, want_ref), 0) << "the two backends should differ somewhere here";
-  EXPECT_EQ(bit_mismatches(ops::scaled_mm(c.a, c.b, c.sa, c.sb, o), want_fast), 0);
-  const testing::ScopedCpuBackend reference(CpuBackend::kReference);
-  EXPECT_EQ(bit_mismatches(ops::scaled_mm(c.a, c.b, c.sa, c.sb, o), want_ref), 0);
+  EXPECT_EQ(bit_mismatches(ops::scaled_mm(cpu_ctx(), c.a, c.b, c.sa, c.sb, o), want_fast), 0);
+  EXPECT_EQ(bit_mismatches(ops::scaled_mm(cpu_reference_ctx(), c.a, c.b, c.sa, c.sb, o), want_ref), 0);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/half.h"
 #include "fp8kit/layers/attention.h"
 #include "fp8kit/layers/fp8_config.h"

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/layers/linear.h"
 #include "fp8kit/layers/unquantized_linear_method.h"
 
@@ -108,10 +109,10 @@ TEST(LinearSizes, BadOptions) {
 
 TEST(LinearSizes, ForwardChecksInput) {
   ReplicatedLinear l("proj", 8, 4);
-  expect_invalid([&] { l.forward(Tensor::zeros({2, 7}, DType::kBF16)); },
+  expect_invalid([&] { l.forward(cpu_ctx(), Tensor::zeros({2, 7}, DType::kBF16)); },
                  "proj: the input must be [..., 8] (input features of this rank), got bf16[2, 7] on cpu");
   RowParallelLinear row("down", 8, 4, tp(1, 2));
-  expect_invalid([&] { row.forward(Tensor::zeros({3, 8}, DType::kBF16)); },
+  expect_invalid([&] { row.forward(cpu_ctx(), Tensor::zeros({3, 8}, DType::kBF16)); },
                  "down: the input must be [..., 4] (input features of this rank), got bf16[3, 8] on cpu");
 }
 

@@ -11,6 +11,7 @@
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/layers/linear.h"
 #include "fp8kit/ops/quant.h"
+#include "test_context.h"
 #include "test_linear_util.h"
 
 namespace fp8kit {
@@ -41,11 +42,11 @@ struct QkvCheckpoint {
       if (config == nullptr || !config->is_checkpoint_fp8_serialized) {
         weights.push_back(w);
       } else if (config->weight_block_size) {
-        const ops::QuantResult q = ops::quantize_weight_block(w, 32, 32);
+        const ops::QuantResult q = ops::quantize_weight_block(cpu_ctx(), w, 32, 32);
         weights.push_back(q.q);
         weight_scales.push_back(q.scale);
       } else {
-        const ops::QuantResult q = ops::quantize_weight_per_tensor(w);
+        const ops::QuantResult q = ops::quantize_weight_per_tensor(cpu_ctx(), w);
         weights.push_back(q.q);
         weight_scales.push_back(q.scale);
       }
@@ -77,15 +78,15 @@ void expect_qkv_ranks_match_tp1(const Fp8Config* config) {
   const Tensor x = random_16bit({5, 64}, DType::kBF16, rng);
   QKVParallelLinear whole("qkv_proj", 64, 32, 4, 2, options(config, 0, 1));
   ck.load(whole, config);
-  whole.process_weights_after_loading();
-  const Tensor y1 = whole.forward(x);
+  whole.process_weights_after_loading(cpu_ctx());
+  const Tensor y1 = whole.forward(cpu_ctx(), x);
   for (int size : {2, 4}) {
     for (int rank = 0; rank < size; ++rank) {
       SCOPED_TRACE(::testing::Message() << "tp " << size << " rank " << rank);
       QKVParallelLinear l("qkv_proj", 64, 32, 4, 2, options(config, rank, size));
       ck.load(l, config);
-      l.process_weights_after_loading();
-      const Tensor y = l.forward(x);
+      l.process_weights_after_loading(cpu_ctx());
+      const Tensor y = l.forward(cpu_ctx(), x);
       const int64_t q = 128 / size, kv = 32, kv_rank = rank / l.num_kv_head_replicas();
       EXPECT_TRUE(same_bits(columns(y, 0, q), columns(y1, rank * q, q)));
       EXPECT_TRUE(same_bits(columns(y, q, kv), columns(y1, 128 + kv_rank * kv, kv)));
@@ -120,13 +121,15 @@ TEST(LinearTp, MergedColumnsUnquantized) {
   MergedColumnParallelLinear whole("gate_up_proj", 48, {96, 96}, options(nullptr, 0, 1, DType::kBF16, false));
   whole.load_weight("weight", gate, ShardId{int64_t(0)});
   whole.load_weight("weight", up, ShardId{int64_t(1)});
-  const Tensor y1 = whole.forward(x);
+  whole.process_weights_after_loading(cpu_ctx());
+  const Tensor y1 = whole.forward(cpu_ctx(), x);
   for (int size : {2, 4}) {
     for (int rank = 0; rank < size; ++rank) {
       MergedColumnParallelLinear l("gate_up_proj", 48, {96, 96}, options(nullptr, rank, size, DType::kBF16, false));
       l.load_weight("weight", up, ShardId{int64_t(1)});
       l.load_weight("weight", gate, ShardId{int64_t(0)});
-      const Tensor y = l.forward(x);
+      l.process_weights_after_loading(cpu_ctx());
+      const Tensor y = l.forward(cpu_ctx(), x);
       const int64_t n = 96 / size;
       EXPECT_TRUE(same_bits(columns(y, 0, n), columns(y1, rank * n, n)));
       EXPECT_TRUE(same_bits(columns(y, n, n), columns(y1, 96 + rank * n, n)));
@@ -144,15 +147,15 @@ RowSums row_sums(const Fp8Config* config, int size, const Tensor& x, const std::
   RowSums r;
   RowParallelLinear whole("down_proj", 128, 24, options(config, 0, 1, DType::kF32));
   load(whole);
-  whole.process_weights_after_loading();
-  r.y1 = whole.forward(x);
+  whole.process_weights_after_loading(cpu_ctx());
+  r.y1 = whole.forward(cpu_ctx(), x);
   r.sum.assign(size_t(r.y1.numel()), 0.0);
   for (int64_t i = 0; i < r.y1.numel(); ++i) r.magnitude.push_back(std::fabs(read16(r.y1, i)));
   for (int rank = 0; rank < size; ++rank) {
     RowParallelLinear l("down_proj", 128, 24, options(config, rank, size, DType::kF32));
     load(l);
-    l.process_weights_after_loading();
-    const Tensor y = l.forward(x.narrow(1, rank * (128 / size), 128 / size).contiguous());
+    l.process_weights_after_loading(cpu_ctx());
+    const Tensor y = l.forward(cpu_ctx(), x.narrow(1, rank * (128 / size), 128 / size).contiguous());
     for (int64_t i = 0; i < y.numel(); ++i) {
       r.sum[size_t(i)] += read16(y, i);
       r.magnitude[size_t(i)] += std::fabs(read16(y, i));
@@ -197,7 +200,7 @@ void expect_row_sums_close(const Fp8Config& config, const std::function<void(Lin
 TEST(LinearTp, RowSumsPerTensorStatic) {
   const Fp8Config config(true, "static");
   std::mt19937 rng(35);
-  const ops::QuantResult w = ops::quantize_weight_per_tensor(random_16bit({24, 128}, DType::kBF16, rng));
+  const ops::QuantResult w = ops::quantize_weight_per_tensor(cpu_ctx(), random_16bit({24, 128}, DType::kBF16, rng));
   const Tensor b = random_16bit({24}, DType::kF32, rng);
   expect_row_sums_close(config, [&](LinearBase& l) {
     l.load_weight("weight", w.q, std::nullopt);
@@ -211,7 +214,7 @@ TEST(LinearTp, RowSumsBlock) {
   // K-blocks of 32 fall on rank boundaries at TP 2 and 4, so the activation groups are the same.
   const Fp8Config config(true, "dynamic", {}, std::vector<int64_t>{8, 32});
   std::mt19937 rng(36);
-  const ops::QuantResult w = ops::quantize_weight_block(random_16bit({24, 128}, DType::kBF16, rng), 8, 32);
+  const ops::QuantResult w = ops::quantize_weight_block(cpu_ctx(), random_16bit({24, 128}, DType::kBF16, rng), 8, 32);
   const Tensor b = random_16bit({24}, DType::kF32, rng);
   expect_row_sums_close(config, [&](LinearBase& l) {
     l.load_weight("weight", w.q, std::nullopt);
@@ -230,7 +233,9 @@ TEST(LinearTp, RowBiasOnlyOnRankZero) {
     with.load_weight("weight", w, std::nullopt);
     with.load_weight("bias", b, std::nullopt);
     without.load_weight("weight", w, std::nullopt);
-    EXPECT_EQ(same_bits(with.forward(x), without.forward(x)), rank != 0);
+    with.process_weights_after_loading(cpu_ctx());
+    without.process_weights_after_loading(cpu_ctx());
+    EXPECT_EQ(same_bits(with.forward(cpu_ctx(), x), without.forward(cpu_ctx(), x)), rank != 0);
   }
 }
 

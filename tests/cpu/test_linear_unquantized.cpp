@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/layers/linear.h"
 #include "fp8kit/layers/unquantized_linear_method.h"
 #include "fp8kit/ops/gemm.h"
@@ -31,7 +32,7 @@ TEST(UnquantizedLinear, CreatesTheModelDtypeWeight) {
   EXPECT_EQ(w.output_dim, 0);
   EXPECT_EQ(w.input_dim, 1);
   EXPECT_EQ(l.parameters().size(), 1u);
-  l.process_weights_after_loading();  // nothing to do
+  l.process_weights_after_loading(cpu_ctx());  // nothing to do
   EXPECT_EQ(l.parameter("weight").data.shape(), (Shape{192, 64}));
 }
 
@@ -41,17 +42,21 @@ TEST(UnquantizedLinear, ForwardIsMatmul16WithBias) {
   ColumnParallelLinear l("c", 24, 40, bf16_options(true));
   l.load_weight("weight", w, std::nullopt);
   l.load_weight("bias", b, std::nullopt);
+  l.process_weights_after_loading(cpu_ctx());
   const Tensor x = random_16bit({2, 3, 24}, DType::kBF16, rng);
-  const Tensor y = l.forward(x);
+  const Tensor y = l.forward(cpu_ctx(), x);
   EXPECT_EQ(y.shape(), (Shape{2, 3, 40}));
-  EXPECT_TRUE(same_bits(y.view({6, 40}), ops::matmul_16bit(x.view({6, 24}), w, b)));
+  EXPECT_TRUE(same_bits(y.view({6, 40}), ops::matmul_16bit(cpu_ctx(), x.view({6, 24}), w, b)));
   const Tensor x1 = random_16bit({24}, DType::kBF16, rng);  // one token without a batch dimension
-  EXPECT_EQ(l.forward(x1).shape(), (Shape{40}));
+  EXPECT_EQ(l.forward(cpu_ctx(), x1).shape(), (Shape{40}));
 }
 
 TEST(UnquantizedLinear, InputDtypeMustMatch) {
   ReplicatedLinear l("lm_head", 8, 4, bf16_options(false));
-  expect_invalid([&] { l.forward(Tensor::zeros({1, 8}, DType::kF16)); },
+  expect_invalid([&] { l.forward(cpu_ctx(), Tensor::zeros({1, 8}, DType::kBF16)); },
+                 "lm_head: process_weights_after_loading must run before the forward pass");
+  l.process_weights_after_loading(cpu_ctx());
+  expect_invalid([&] { l.forward(cpu_ctx(), Tensor::zeros({1, 8}, DType::kF16)); },
                  "lm_head: the input is f16, the layer's weights are bf16");
 }
 

@@ -13,6 +13,7 @@
 
 #include "fp8kit/fp8.h"
 #include "fp8kit/half.h"
+#include "fp8kit/layers/linear.h"
 #include "fp8kit/log.h"
 #include "fp8kit/tensor.h"
 
@@ -82,24 +83,6 @@ inline float read16(const Tensor& t, int64_t i) {
 
 inline Tensor f32_vector(const std::vector<float>& v) { return Tensor::from_vector(v); }
 
-// Sets an environment variable for the scope of a test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_.empty()) {
-      ::unsetenv(name_.c_str());
-    } else {
-      ::setenv(name_.c_str(), old_.c_str(), 1);
-    }
-  }
-
- private:
-  std::string name_, old_;
-};
 
 // Collects warnings while alive.
 class LogCapture {
@@ -117,3 +100,13 @@ class LogCapture {
 };
 
 }  // namespace fp8kit::linear_test
+
+namespace fp8kit {
+
+// `options` with force_weight_only set to `forced` (the weight-only path on any device).
+inline LinearOptions with_forced_weight_only(LinearOptions options, bool forced) {
+  options.force_weight_only = forced;
+  return options;
+}
+
+}  // namespace fp8kit

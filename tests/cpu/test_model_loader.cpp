@@ -10,6 +10,7 @@
 #include <random>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "model_loader_test_util.h"
 #include "fp8kit/ops/quant.h"
 #include "test_dirs.h"
@@ -54,7 +55,7 @@ TEST(ModelLoader, Bf16CheckpointIsQuantizedOnline) {
   Tensor fused = Tensor::empty({gate.size(0) + up.size(0), gate.size(1)}, DType::kBF16);
   fused.narrow(0, 0, gate.size(0)).copy_(gate);
   fused.narrow(0, gate.size(0), up.size(0)).copy_(up);
-  const ops::QuantResult want = ops::scaled_fp8_quant(fused);
+  const ops::QuantResult want = ops::scaled_fp8_quant(cpu_ctx(), fused);
   EXPECT_EQ(gate_up.parameter("weight_scale").data.contiguous().item_f32(), want.scale.item_f32());
   expect_layers_close(model, dir, 0.06);
 }

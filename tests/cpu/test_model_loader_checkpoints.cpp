@@ -14,6 +14,7 @@
 #include <set>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/ops/gemm.h"
 #include "fp8kit/ops/quant.h"
 #include "model_loader_test_util.h"
@@ -61,10 +62,10 @@ TEST(ModelLoaderCheckpoints, StaticInputScalesTakeTheMaxOverShards) {
   const Tensor x = random_bf16({7, 256}, 3);
   ops::ScaledFp8QuantOptions q;
   q.scale = qkv.parameter("input_scale").data;
-  const ops::QuantResult xq = ops::scaled_fp8_quant(x, q);
+  const ops::QuantResult xq = ops::scaled_fp8_quant(cpu_ctx(), x, q);
   const Tensor want =
-      ops::scaled_mm(xq.q, qkv.parameter("weight").data, xq.scale, qkv.parameter("weight_scale").data);
-  EXPECT_TRUE(same_bytes(qkv.forward(x), want));
+      ops::scaled_mm(cpu_ctx(), xq.q, qkv.parameter("weight").data, xq.scale, qkv.parameter("weight_scale").data);
+  EXPECT_TRUE(same_bytes(qkv.forward(cpu_ctx(), x), want));
   expect_layers_close(model, root + "/bf16", 0.06);
 }
 
@@ -89,10 +90,10 @@ Tensor requantized_qkv(const Checkpoint& ckpt, float* max_scale) {
   Tensor out = Tensor::empty({q[0].size(0) + q[1].size(0) + q[2].size(0), q[0].size(1)}, DType::kE4M3FN);
   int64_t row = 0;
   for (size_t i = 0; i < 3; ++i) {
-    const Tensor dq = ops::per_tensor_dequantize(q[i], s[i]);
+    const Tensor dq = ops::per_tensor_dequantize(cpu_ctx(), q[i], s[i]);
     ops::ScaledFp8QuantOptions o;
     o.scale = Tensor::scalar_f32(*max_scale);
-    out.narrow(0, row, q[i].size(0)).copy_(ops::scaled_fp8_quant(dq, o).q);
+    out.narrow(0, row, q[i].size(0)).copy_(ops::scaled_fp8_quant(cpu_ctx(), dq, o).q);
     row += q[i].size(0);
   }
   return out;
@@ -163,7 +164,7 @@ TEST(ModelLoaderCheckpoints, QkvFusedOnDiskLoadsLikeItsShards) {
     EXPECT_TRUE(same_bytes(qa.parameter("weight").data, qb.parameter("weight").data));
     EXPECT_EQ(scalar(qa.parameter("weight_scale").data), scalar(qb.parameter("weight_scale").data));
     const Tensor x = random_bf16({4, 256}, 5);
-    EXPECT_TRUE(same_bytes(qa.forward(x), qb.forward(x)));
+    EXPECT_TRUE(same_bytes(qa.forward(cpu_ctx(), x), qb.forward(cpu_ctx(), x)));
   }
 }
 
@@ -189,9 +190,9 @@ TEST(ModelLoaderCheckpoints, TensorParallelSlicesMatchTp1) {
   const std::string dir = make_fp8(root, QuantScheme::kPerTensor);
   const LoadedModel tp1 = load_model(dir);
   const Tensor x = random_bf16({6, 256}, 11), h = random_bf16({6, 768}, 12);
-  const Tensor qkv1 = tp1.linear(kL0 + "self_attn.qkv_proj").forward(x);
-  const Tensor gu1 = tp1.linear(kL0 + "mlp.gate_up_proj").forward(x);
-  const Tensor down1 = tp1.linear(kL0 + "mlp.down_proj").forward(h);
+  const Tensor qkv1 = tp1.linear(kL0 + "self_attn.qkv_proj").forward(cpu_ctx(), x);
+  const Tensor gu1 = tp1.linear(kL0 + "mlp.gate_up_proj").forward(cpu_ctx(), x);
+  const Tensor down1 = tp1.linear(kL0 + "mlp.down_proj").forward(cpu_ctx(), h);
   const Checkpoint bf16 = Checkpoint::open(root + "/bf16");
   const std::vector<double> down_ref = reference(h, bf16, {kL0 + "mlp.down_proj.weight"});
   for (const int tp : {2, 4}) {
@@ -203,8 +204,8 @@ TEST(ModelLoaderCheckpoints, TensorParallelSlicesMatchTp1) {
       const LoadedModel m = load_model(dir, o);
       // Column parallel: every rank's columns are the TP=1 columns, bit for bit (same activation
       // quantization, same requantized weight rows).
-      const Tensor qkv = m.linear(kL0 + "self_attn.qkv_proj").forward(x);
-      const Tensor gu = m.linear(kL0 + "mlp.gate_up_proj").forward(x);
+      const Tensor qkv = m.linear(kL0 + "self_attn.qkv_proj").forward(cpu_ctx(), x);
+      const Tensor gu = m.linear(kL0 + "mlp.gate_up_proj").forward(cpu_ctx(), x);
       int64_t bad = 0;
       for (int64_t i = 0; i < 6; ++i) {
         for (int64_t c = 0; c < qkv.size(1); ++c) {
@@ -217,7 +218,7 @@ TEST(ModelLoaderCheckpoints, TensorParallelSlicesMatchTp1) {
       EXPECT_EQ(bad, 0);
       // Row parallel: rank r takes columns [r * 768 / tp, ...) of h; the outputs sum to TP=1's.
       const int64_t per = 768 / tp;
-      const Tensor part = m.linear(kL0 + "mlp.down_proj").forward(h.narrow(1, r * per, per).contiguous());
+      const Tensor part = m.linear(kL0 + "mlp.down_proj").forward(cpu_ctx(), h.narrow(1, r * per, per).contiguous());
       for (int64_t i = 0; i < part.numel(); ++i) down_sum[size_t(i)] += to_float(part, i);
     }
     // Each rank quantizes its own slice of h, so the sum differs from TP=1 by FP8 rounding only.

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "model_loader_test_util.h"
 #include "test_dirs.h"
@@ -51,12 +52,12 @@ double moe_error(const LoadedModel& model, const std::string& bf16_dir) {
   Tensor logits = Tensor::empty({6, layer.global_num_experts()}, DType::kF32);
   const Tensor r = random_bf16(logits.shape(), 6);
   for (int64_t i = 0; i < logits.numel(); ++i) logits.data<float>()[i] = bf16_to_float(r.data<BFloat16>()[i]);
-  const ops::TopkResult topk = FusedMoE::select_experts(x, logits, layer.apply_options());
+  const ops::TopkResult topk = FusedMoE::select_experts(cpu_ctx(), x, logits, layer.apply_options());
   const std::vector<double> ref = moe_reference(x, topk.weights, topk.ids, [&](int64_t e, const char* w) {
     const std::string proj = std::string(w) == "w1" ? "gate_proj" : std::string(w) == "w3" ? "up_proj" : "down_proj";
     return bf16.tensor(std::string(kMoE) + "." + std::to_string(e) + "." + proj + ".weight");
   });
-  return rel_error(layer.forward(x.clone(), logits), ref);
+  return rel_error(layer.forward(cpu_ctx(), x.clone(), logits), ref);
 }
 
 TEST(ModelLoaderMoE, DescribesQwen3Moe) {

@@ -11,6 +11,7 @@
 
 #include "fp8kit/ops/moe_routing.h"
 #include "model_loader_test_util.h"
+#include "test_context.h"
 #include "test_dirs.h"
 
 namespace fp8kit {
@@ -105,14 +106,14 @@ double moe_error(SyntheticArchitecture arch, const std::vector<const LoadedModel
   const int64_t hidden = ranks[0]->moe(s.experts).hidden_size();
   const Tensor x = random_bf16({6, hidden}, 11);
   const Tensor logits = router_logits(x, bf16, s.router);
-  const ops::TopkResult topk = ops::select_experts(x, logits, routing(arch, bf16, s));
+  const ops::TopkResult topk = ops::select_experts(cpu_ctx(), x, logits, routing(arch, bf16, s));
   const std::vector<double> ref = moe_reference(x, topk.weights, topk.ids, [&](int64_t e, const char* w) {
     const std::string& proj = std::string(w) == "w1" ? s.gate : std::string(w) == "w3" ? s.up : s.down;
     return bf16.tensor(s.experts + "." + std::to_string(e) + "." + proj + ".weight");
   });
   std::vector<double> y(ref.size(), 0.0);
   for (const LoadedModel* model : ranks) {
-    const Tensor out = model->moe(s.experts).forward(x.clone(), logits);  // the rank's partial sum
+    const Tensor out = model->moe(s.experts).forward(cpu_ctx(), x.clone(), logits);  // the rank's partial sum
     for (int64_t i = 0; i < out.numel(); ++i) y[size_t(i)] += to_float(out, i);
   }
   double num = 0, den = 0;
@@ -127,7 +128,7 @@ double linear_error(const LoadedModel& model, const Checkpoint& bf16, const std:
                     const std::vector<std::string>& parts) {
   LinearBase& linear = model.linear(layer);
   const Tensor x = random_bf16({5, linear.input_size()}, 7);
-  return rel_error(linear.forward(x), reference(x, bf16, parts));
+  return rel_error(linear.forward(cpu_ctx(), x), reference(x, bf16, parts));
 }
 
 // Relative RMS errors measured against BF16 (block FP8 and online FP8 alike; the dynamic FP8
@@ -222,9 +223,9 @@ TEST(ModelLoaderMoEArchs, DeepSeekV3CorrectionBiasChangesRouting) {
   const Tensor x = random_bf16({6, 256}, 11);
   const Tensor logits = router_logits(x, bf16, s.router);
   ops::SelectExpertsOptions o = routing(SyntheticArchitecture::kDeepseekV3, bf16, s);
-  const Tensor with_bias = ops::select_experts(x, logits, o).ids;
+  const Tensor with_bias = ops::select_experts(cpu_ctx(), x, logits, o).ids;
   o.e_score_correction_bias = Tensor();
-  const Tensor without_bias = ops::select_experts(x, logits, o).ids;
+  const Tensor without_bias = ops::select_experts(cpu_ctx(), x, logits, o).ids;
   bool differs = false;
   for (int64_t i = 0; i < with_bias.numel(); ++i) {
     differs |= with_bias.data<int32_t>()[i] != without_bias.data<int32_t>()[i];

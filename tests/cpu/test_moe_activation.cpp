@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/half.h"
 #include "fp8kit/ops/moe_experts.h"
 
@@ -29,7 +30,7 @@ TEST(MoeActivation, SiluHandComputedBf16) {
   //            silu(0.75) = 0.50938404 -> 0.5078125; * 3 = 1.5234375 (one rounding: 1.53125)
   //            silu(1.5) = 1.2263616 -> 1.2265625; * 3 = 3.6796875 -> 3.6875 (one rounding: 3.671875)
   const Tensor x = bf16_rows({1, -1, 0.75f, 1.5f, 2, 3, 3, 3}, 1, 8);
-  const Tensor y = ops::silu_and_mul(x);
+  const Tensor y = ops::silu_and_mul(cpu_ctx(), x);
   ASSERT_EQ(y.shape(), (Shape{1, 4}));
   EXPECT_EQ(bf(y, 0), 1.4609375f);
   EXPECT_EQ(bf(y, 1), -0.80859375f);
@@ -43,7 +44,7 @@ TEST(MoeActivation, GeluHandComputedBf16) {
   // gelu(0.5) = 0.34573123 -> 0.345703125; * 1
   // gelu(2) = 1.9544997 -> 1.953125; * -1.5 = -2.9296875 -> -2.9375
   const Tensor x = bf16_rows({1, -1, 0.5f, 2, 2, 3, 1, -1.5f}, 1, 8);
-  const Tensor y = ops::gelu_and_mul(x);
+  const Tensor y = ops::gelu_and_mul(cpu_ctx(), x);
   EXPECT_EQ(bf(y, 0), 1.6796875f);
   EXPECT_EQ(bf(y, 1), -0.474609375f);
   EXPECT_EQ(bf(y, 2), 0.345703125f);
@@ -55,7 +56,7 @@ TEST(MoeActivation, F32IsTheFormulaWithoutRounding) {
   std::vector<float> v = gate;
   v.insert(v.end(), up.begin(), up.end());
   const Tensor x = Tensor::from_vector(v, {1, 8});
-  const Tensor s = ops::silu_and_mul(x), g = ops::gelu_and_mul(x);
+  const Tensor s = ops::silu_and_mul(cpu_ctx(), x), g = ops::gelu_and_mul(cpu_ctx(), x);
   for (int i = 0; i < 4; ++i) {
     const float f = gate[size_t(i)];
     EXPECT_EQ(s.data<float>()[i], (f / (1.0f + std::exp(-f))) * up[size_t(i)]) << i;
@@ -70,7 +71,7 @@ TEST(MoeActivation, F16RoundsTwice) {
   Tensor x = Tensor::empty({1, 2}, DType::kF16);
   x.data<Float16>()[0] = float_to_f16(1.0f);
   x.data<Float16>()[1] = float_to_f16(3.0f);
-  const Tensor y = ops::silu_and_mul(x);
+  const Tensor y = ops::silu_and_mul(cpu_ctx(), x);
   const float act = f16_to_float(float_to_f16(1.0f / (1.0f + std::exp(-1.0f))));
   EXPECT_EQ(f16_to_float(y.data<Float16>()[0]), f16_to_float(float_to_f16(act * 3.0f)));
 }
@@ -82,18 +83,18 @@ TEST(MoeActivation, LayoutsAndPreallocatedOutput) {
   const Tensor x = wide.narrow(2, 1, 8);
   const Tensor packed = x.contiguous();
   Tensor out = Tensor::empty({2, 3, 4}, DType::kBF16);
-  const Tensor y = ops::silu_and_mul(x, out);
+  const Tensor y = ops::silu_and_mul(cpu_ctx(), x, out);
   EXPECT_EQ(y.data_ptr(), out.data_ptr());
-  const Tensor z = ops::silu_and_mul(packed);
+  const Tensor z = ops::silu_and_mul(cpu_ctx(), packed);
   EXPECT_EQ(std::memcmp(y.data_ptr(), z.data_ptr(), y.nbytes()), 0);
 }
 
 TEST(MoeActivation, Errors) {
-  expect_invalid([] { ops::silu_and_mul(Tensor::zeros({2, 3}, DType::kBF16)); },
+  expect_invalid([] { ops::silu_and_mul(cpu_ctx(), Tensor::zeros({2, 3}, DType::kBF16)); },
                  "silu_and_mul: the last dimension of `x` must be even ([..., 2d]), got bf16[2, 3] on cpu");
-  expect_invalid([] { ops::gelu_and_mul(Tensor::zeros({2, 4}, DType::kI32)); },
+  expect_invalid([] { ops::gelu_and_mul(cpu_ctx(), Tensor::zeros({2, 4}, DType::kI32)); },
                  "gelu_and_mul: `x` must be f32, f16 or bf16, got i32[2, 4] on cpu");
-  expect_invalid([] { ops::silu_and_mul(Tensor::zeros({2, 4}, DType::kBF16), Tensor::zeros({2, 4}, DType::kBF16)); },
+  expect_invalid([] { ops::silu_and_mul(cpu_ctx(), Tensor::zeros({2, 4}, DType::kBF16), Tensor::zeros({2, 4}, DType::kBF16)); },
                  "silu_and_mul: `out` must have shape [2, 2], got bf16[2, 4] on cpu");
 }
 

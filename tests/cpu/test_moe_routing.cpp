@@ -17,6 +17,7 @@
 #include "fp8kit/ops/moe_routing.h"
 #include "moe_routing_test_util.h"
 #include "ops/moe/routing_math.h"
+#include "test_context.h"
 
 namespace fp8kit {
 namespace {
@@ -58,7 +59,7 @@ TEST(MoeRoutingMath, SigmoidMatchesDouble) {
 TEST(MoeRoutingFusedTopk, TiesGoToTheLowerIndex) {
   // Row 0: experts 1 and 2 tie for first; row 1: all equal.
   const Tensor logits = make_tensor({1, 3, 3, 0, 5, 5, 5, 5}, {2, 4});
-  const auto r = ops::fused_topk(hidden(2), logits, 2, false);
+  const auto r = ops::fused_topk(cpu_ctx(), hidden(2), logits, 2, false);
   EXPECT_EQ(ids_of(r.ids), (std::vector<int64_t>{1, 2, 0, 1}));
   EXPECT_EQ(r.ids.dtype(), DType::kI32);
   const double z = 2.0 + std::exp(-2.0) + std::exp(-3.0);
@@ -71,12 +72,12 @@ TEST(MoeRoutingFusedTopk, TiesGoToTheLowerIndex) {
 
 TEST(MoeRoutingFusedTopk, RenormalizeDividesByTheF32Sum) {
   const Tensor logits = make_tensor({1, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {2, 6});
-  const auto r = ops::fused_topk(hidden(2), logits, 2, true);
+  const auto r = ops::fused_topk(cpu_ctx(), hidden(2), logits, 2, true);
   const auto w = weights_of(r.weights);
   EXPECT_EQ(w[0], 0.5f);  // w / (w + w)
   EXPECT_EQ(w[1], 0.5f);
   EXPECT_EQ(ids_of(r.ids), (std::vector<int64_t>{1, 2, 0, 1}));
-  const auto r3 = ops::fused_topk(hidden(2), logits, 3, true);
+  const auto r3 = ops::fused_topk(cpu_ctx(), hidden(2), logits, 3, true);
   const auto w3 = weights_of(r3.weights);
   // Row 1: three equal weights 1/6, renormalized: (1/6) / (3 * (1/6)) in f32.
   const float sixth = 1.0f / 6.0f;
@@ -92,7 +93,7 @@ TEST(MoeRoutingFusedTopk, MatchesDoubleSoftmaxOnRandomRows) {
     const int64_t m = 17, topk = std::min<int64_t>(e, 8);
     std::vector<float> x(size_t(m * e));
     for (float& v : x) v = normal(rng);
-    const auto r = ops::fused_topk(hidden(m), make_tensor(x, {m, e}), topk, false);
+    const auto r = ops::fused_topk(cpu_ctx(), hidden(m), make_tensor(x, {m, e}), topk, false);
     const auto ids = ids_of(r.ids);
     const auto w = weights_of(r.weights);
     for (int64_t row = 0; row < m; ++row) {
@@ -115,9 +116,9 @@ TEST(MoeRoutingFusedTopk, MatchesDoubleSoftmaxOnRandomRows) {
 TEST(MoeRoutingFusedTopk, HalfInputsAreWidenedAndIndicesTypeIsHonoured) {
   // Values exact in bf16 and f16: the f32 result must not depend on the input dtype.
   const std::vector<float> x = {0.5f, -1.25f, 2.0f, 0.75f, 3.5f, -2.0f, 1.0f, 0.0f};
-  const auto ref = ops::fused_topk(hidden(1), make_tensor(x, {1, 8}), 3, true);
+  const auto ref = ops::fused_topk(cpu_ctx(), hidden(1), make_tensor(x, {1, 8}), 3, true);
   for (DType d : {DType::kBF16, DType::kF16}) {
-    const auto r = ops::fused_topk(hidden(1), make_tensor(x, {1, 8}, d), 3, true, DType::kI64);
+    const auto r = ops::fused_topk(cpu_ctx(), hidden(1), make_tensor(x, {1, 8}, d), 3, true, DType::kI64);
     EXPECT_EQ(r.ids.dtype(), DType::kI64);
     EXPECT_EQ(ids_of(r.ids), (std::vector<int64_t>{4, 2, 6}));
     EXPECT_EQ(weights_of(r.weights), weights_of(ref.weights)) << dtype_name(d);
@@ -127,24 +128,24 @@ TEST(MoeRoutingFusedTopk, HalfInputsAreWidenedAndIndicesTypeIsHonoured) {
 TEST(MoeRoutingFusedTopk, StridedLogitsAreRead) {
   const Tensor wide = make_tensor({9, 1, 2, 9, 9, 3, 0, 9}, {2, 4});
   const Tensor logits = wide.narrow(1, 1, 2);  // [[1, 2], [3, 0]], row stride 4
-  const auto r = ops::fused_topk(hidden(2), logits, 1, false);
+  const auto r = ops::fused_topk(cpu_ctx(), hidden(2), logits, 1, false);
   EXPECT_EQ(ids_of(r.ids), (std::vector<int64_t>{1, 0}));
   const Tensor columns = make_tensor({1, 3, 2, 0}, {2, 2}).t();  // [[1, 2], [3, 0]], column stride 2
-  EXPECT_EQ(ids_of(ops::fused_topk(hidden(2), columns, 1, false).ids), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(ids_of(ops::fused_topk(cpu_ctx(), hidden(2), columns, 1, false).ids), (std::vector<int64_t>{1, 0}));
 }
 
 TEST(MoeRoutingFusedTopk, Errors) {
   const Tensor logits = make_tensor(std::vector<float>(8, 0.0f), {2, 4});
-  expect_invalid([&] { ops::fused_topk(hidden(3), logits, 2, false); }, "Number of tokens mismatch");
-  expect_invalid([&] { ops::fused_topk(hidden(2), logits, 5, false); },
+  expect_invalid([&] { ops::fused_topk(cpu_ctx(), hidden(3), logits, 2, false); }, "Number of tokens mismatch");
+  expect_invalid([&] { ops::fused_topk(cpu_ctx(), hidden(2), logits, 5, false); },
                  "fused_topk: `topk` must be in [1, 4] (the number of experts), got 5");
-  expect_invalid([&] { ops::fused_topk(hidden(2), logits, 0, false); },
+  expect_invalid([&] { ops::fused_topk(cpu_ctx(), hidden(2), logits, 0, false); },
                  "fused_topk: `topk` must be in [1, 4] (the number of experts), got 0");
-  expect_invalid([&] { ops::fused_topk(hidden(2), logits, 2, false, DType::kI16); },
+  expect_invalid([&] { ops::fused_topk(cpu_ctx(), hidden(2), logits, 2, false, DType::kI16); },
                  "fused_topk: `indices_type` must be i32 or i64, got i16");
-  expect_invalid([&] { ops::fused_topk(hidden(2), Tensor::zeros({2, 4}, DType::kI32), 2, false); },
+  expect_invalid([&] { ops::fused_topk(cpu_ctx(), hidden(2), Tensor::zeros({2, 4}, DType::kI32), 2, false); },
                  "fused_topk: `gating_output` must be f32, f16 or bf16, got i32[2, 4] on cpu");
-  expect_invalid([&] { ops::fused_topk(hidden(8), logits.view({8}), 2, false); },
+  expect_invalid([&] { ops::fused_topk(cpu_ctx(), hidden(8), logits.view({8}), 2, false); },
                  "fused_topk: `gating_output` must be 2-D, got f32[8] on cpu");
 }
 
@@ -167,14 +168,14 @@ TEST(MoeRoutingGroupedTopk, BiasSelectsGroupsByTopTwoSumAndWeightsAreUnbiased) {
   o.topk_group = 2;
   o.scoring_func = "sigmoid";
   o.e_score_correction_bias = make_tensor(kGroupBias, {8});
-  const auto r = ops::grouped_topk(hidden(1), make_tensor(kGroupLogits, {1, 8}), 3, false, o);
+  const auto r = ops::grouped_topk(cpu_ctx(), hidden(1), make_tensor(kGroupLogits, {1, 8}), 3, false, o);
   EXPECT_EQ(ids_of(r.ids), (std::vector<int64_t>{6, 7, 1}));
   const auto w = weights_of(r.weights);
   EXPECT_NEAR(w[0], sigmoid(0.5), 1e-7);
   EXPECT_EQ(w[0], w[1]);
   EXPECT_NEAR(w[2], sigmoid(1.0), 1e-7);
 
-  const auto rn = ops::grouped_topk(hidden(1), make_tensor(kGroupLogits, {1, 8}), 3, true, o);
+  const auto rn = ops::grouped_topk(cpu_ctx(), hidden(1), make_tensor(kGroupLogits, {1, 8}), 3, true, o);
   const auto wn = weights_of(rn.weights);
   const double sum = 2 * sigmoid(0.5) + sigmoid(1.0);
   EXPECT_NEAR(wn[0], sigmoid(0.5) / sum, 1e-7);
@@ -186,7 +187,7 @@ TEST(MoeRoutingGroupedTopk, WithoutBiasGroupsAreScoredByTheirMaximum) {
   o.num_expert_group = 4;
   o.topk_group = 2;
   o.scoring_func = "sigmoid";
-  const auto r = ops::grouped_topk(hidden(1), make_tensor(kGroupLogits, {1, 8}), 3, false, o);
+  const auto r = ops::grouped_topk(cpu_ctx(), hidden(1), make_tensor(kGroupLogits, {1, 8}), 3, false, o);
   EXPECT_EQ(ids_of(r.ids), (std::vector<int64_t>{4, 2, 3}));
   const auto w = weights_of(r.weights);
   EXPECT_NEAR(w[0], sigmoid(3.0), 1e-7);
@@ -199,7 +200,7 @@ TEST(MoeRoutingGroupedTopk, TiedGroupsGoToTheLowerGroup) {
   GroupedTopkOptions o;
   o.num_expert_group = 4;
   o.topk_group = 2;
-  const auto r = ops::grouped_topk(hidden(1), make_tensor({1, 0, 0, 1, 1, 0.5f, 0.9f, 1}, {1, 8}), 4, false, o);
+  const auto r = ops::grouped_topk(cpu_ctx(), hidden(1), make_tensor({1, 0, 0, 1, 1, 0.5f, 0.9f, 1}, {1, 8}), 4, false, o);
   EXPECT_EQ(ids_of(r.ids), (std::vector<int64_t>{0, 3, 1, 2}));
 }
 
@@ -213,8 +214,8 @@ TEST(MoeRoutingGroupedTopk, AllGroupsEligibleEqualsFusedTopkBitForBit) {
   o.num_expert_group = 8;
   o.topk_group = 8;
   for (bool renormalize : {false, true}) {
-    const auto g = ops::grouped_topk(hidden(9), logits, 6, renormalize, o);
-    const auto f = ops::fused_topk(hidden(9), logits, 6, renormalize);
+    const auto g = ops::grouped_topk(cpu_ctx(), hidden(9), logits, 6, renormalize, o);
+    const auto f = ops::fused_topk(cpu_ctx(), hidden(9), logits, 6, renormalize);
     EXPECT_EQ(ids_of(g.ids), ids_of(f.ids));
     EXPECT_EQ(weights_of(g.weights), weights_of(f.weights));
   }
@@ -229,8 +230,8 @@ TEST(MoeRoutingGroupedTopk, Bf16ScoresAreRoundedToBf16) {
   GroupedTopkOptions o;
   o.num_expert_group = 4;
   o.topk_group = 4;
-  const auto g = ops::grouped_topk(hidden(4), make_tensor(x, {4, 16}, DType::kBF16), 4, false, o);
-  const auto f = ops::fused_topk(hidden(4), make_tensor(x, {4, 16}), 4, false);
+  const auto g = ops::grouped_topk(cpu_ctx(), hidden(4), make_tensor(x, {4, 16}, DType::kBF16), 4, false, o);
+  const auto f = ops::fused_topk(cpu_ctx(), hidden(4), make_tensor(x, {4, 16}), 4, false);
   const auto gw = weights_of(g.weights), fw = weights_of(f.weights);
   const auto gi = ids_of(g.ids), fi = ids_of(f.ids);
   for (size_t i = 0; i < gw.size(); ++i) {
@@ -245,7 +246,7 @@ TEST(MoeRoutingGroupedTopk, Bf16ScoresAreRoundedToBf16) {
       EXPECT_EQ(got, want) << row;
     }
   }
-  const auto gn = ops::grouped_topk(hidden(4), make_tensor(x, {4, 16}, DType::kBF16), 4, true, o);
+  const auto gn = ops::grouped_topk(cpu_ctx(), hidden(4), make_tensor(x, {4, 16}, DType::kBF16), 4, true, o);
   const auto gnw = weights_of(gn.weights);
   for (size_t row = 0; row < 4; ++row) {
     float sum = 0.0f;
@@ -273,7 +274,7 @@ TEST(MoeRoutingGroupedTopk, DeepSeekV3ShapeFollowsTheRule) {
   o.topk_group = kTopkGroup;
   o.scoring_func = "sigmoid";
   o.e_score_correction_bias = make_tensor(bias, {kE});
-  const auto r = ops::grouped_topk(hidden(kM), make_tensor(x, {kM, kE}), kTopk, true, o);
+  const auto r = ops::grouped_topk(cpu_ctx(), hidden(kM), make_tensor(x, {kM, kE}), kTopk, true, o);
   const auto ids = ids_of(r.ids);
   const auto w = weights_of(r.weights);
   for (int64_t m = 0; m < kM; ++m) {
@@ -310,30 +311,30 @@ TEST(MoeRoutingGroupedTopk, Errors) {
   o.num_expert_group = 4;
   o.topk_group = 2;
   o.scoring_func = "tanh";
-  expect_invalid([&] { ops::grouped_topk(hidden(2), logits, 2, false, o); }, "Unsupported scoring function: tanh");
+  expect_invalid([&] { ops::grouped_topk(cpu_ctx(), hidden(2), logits, 2, false, o); }, "Unsupported scoring function: tanh");
   o.scoring_func = "softmax";
-  expect_invalid([&] { ops::grouped_topk(hidden(3), logits, 2, false, o); }, "Number of tokens mismatch");
+  expect_invalid([&] { ops::grouped_topk(cpu_ctx(), hidden(3), logits, 2, false, o); }, "Number of tokens mismatch");
   o.num_expert_group = 3;
-  expect_invalid([&] { ops::grouped_topk(hidden(2), logits, 2, false, o); },
+  expect_invalid([&] { ops::grouped_topk(cpu_ctx(), hidden(2), logits, 2, false, o); },
                  "grouped_topk: the number of experts 8 is not divisible by `num_expert_group` 3");
   o.num_expert_group = 0;
-  expect_invalid([&] { ops::grouped_topk(hidden(2), logits, 2, false, o); },
+  expect_invalid([&] { ops::grouped_topk(cpu_ctx(), hidden(2), logits, 2, false, o); },
                  "grouped_topk: `num_expert_group` must be positive, got 0");
   o.num_expert_group = 4;
   o.topk_group = 5;
-  expect_invalid([&] { ops::grouped_topk(hidden(2), logits, 2, false, o); },
+  expect_invalid([&] { ops::grouped_topk(cpu_ctx(), hidden(2), logits, 2, false, o); },
                  "grouped_topk: `topk_group` must be in [1, 4] (`num_expert_group`), got 5");
   o.topk_group = 2;
-  expect_invalid([&] { ops::grouped_topk(hidden(2), logits, 5, false, o); },
+  expect_invalid([&] { ops::grouped_topk(cpu_ctx(), hidden(2), logits, 5, false, o); },
                  "grouped_topk: `topk` 5 exceeds the 4 experts of the `topk_group` = 2 groups that stay eligible");
-  expect_invalid([&] { ops::grouped_topk(hidden(2), logits, 9, false, o); },
+  expect_invalid([&] { ops::grouped_topk(cpu_ctx(), hidden(2), logits, 9, false, o); },
                  "grouped_topk: `topk` must be in [1, 8] (the number of experts), got 9");
   o.e_score_correction_bias = make_tensor(std::vector<float>(4, 0.0f), {4});
-  expect_invalid([&] { ops::grouped_topk(hidden(2), logits, 2, false, o); },
+  expect_invalid([&] { ops::grouped_topk(cpu_ctx(), hidden(2), logits, 2, false, o); },
                  "grouped_topk: `e_score_correction_bias` must have shape [8], got f32[4] on cpu");
   o.num_expert_group = 8;
   o.e_score_correction_bias = make_tensor(std::vector<float>(8, 0.0f), {8});
-  expect_invalid([&] { ops::grouped_topk(hidden(2), logits, 2, false, o); },
+  expect_invalid([&] { ops::grouped_topk(cpu_ctx(), hidden(2), logits, 2, false, o); },
                  "grouped_topk: `e_score_correction_bias` scores a group by its two best experts; groups of 1 "
                  "expert cannot be scored");
 }

@@ -9,6 +9,7 @@
 
 #include "cpu/expect_error.h"
 #include "fp8kit/ops/moe_routing.h"
+#include "test_context.h"
 
 namespace fp8kit {
 namespace {
@@ -87,7 +88,7 @@ const std::vector<int32_t> kIds = {0, 2, 2, 1, 0, 2};
 constexpr int32_t S = 6;
 
 TEST(MoeRoutingAlign, BlockSizeFour) {
-  const auto r = ops::moe_align_block_size(Tensor::from_vector(kIds, {3, 2}), 4, 4);
+  const auto r = ops::moe_align_block_size(cpu_ctx(), Tensor::from_vector(kIds, {3, 2}), 4, 4);
   // Segments of 4, 4, 4, 0: max_padded = 6 + 4 * 3 = 18, 5 blocks, the last two past the total.
   EXPECT_EQ(values_i32(r.sorted_token_ids), (std::vector<int32_t>{0, 4, S, S, 3, S, S, S, 1, 2, 5, S, S, S, S, S, S, S}));
   EXPECT_EQ(values_i32(r.expert_ids), (std::vector<int32_t>{0, 1, 2, 0, 0}));
@@ -95,14 +96,14 @@ TEST(MoeRoutingAlign, BlockSizeFour) {
 }
 
 TEST(MoeRoutingAlign, BlockSizeOneHasNoPadding) {
-  const auto r = ops::moe_align_block_size(Tensor::from_vector(kIds, {3, 2}), 1, 4);
+  const auto r = ops::moe_align_block_size(cpu_ctx(), Tensor::from_vector(kIds, {3, 2}), 1, 4);
   EXPECT_EQ(values_i32(r.sorted_token_ids), (std::vector<int32_t>{0, 4, 3, 1, 2, 5}));
   EXPECT_EQ(values_i32(r.expert_ids), (std::vector<int32_t>{0, 0, 1, 2, 2, 2}));
   EXPECT_EQ(values_i32(r.num_tokens_post_padded), (std::vector<int32_t>{6}));
 }
 
 TEST(MoeRoutingAlign, BlockSizeSixteen) {
-  const auto r = ops::moe_align_block_size(Tensor::from_vector(kIds, {3, 2}), 16, 4);
+  const auto r = ops::moe_align_block_size(cpu_ctx(), Tensor::from_vector(kIds, {3, 2}), 16, 4);
   std::vector<int32_t> want(66, S);  // 6 + 4 * 15
   want[0] = 0;
   want[1] = 4;
@@ -116,7 +117,7 @@ TEST(MoeRoutingAlign, BlockSizeSixteen) {
 }
 
 TEST(MoeRoutingAlign, PadSortedIdsRoundsUpToTheBlock) {
-  const auto r = ops::moe_align_block_size(Tensor::from_vector(kIds, {3, 2}), 4, 4, Tensor(), true);
+  const auto r = ops::moe_align_block_size(cpu_ctx(), Tensor::from_vector(kIds, {3, 2}), 4, 4, Tensor(), true);
   EXPECT_EQ(r.sorted_token_ids.numel(), 20);  // 18 rounded up to 4
   EXPECT_EQ(r.expert_ids.numel(), 5);
   EXPECT_EQ(values_i32(r.sorted_token_ids)[19], S);
@@ -125,7 +126,7 @@ TEST(MoeRoutingAlign, PadSortedIdsRoundsUpToTheBlock) {
 TEST(MoeRoutingAlign, ExpertMapRemapsBlocks) {
   // This rank holds experts 1 and 3; blocks of experts 0 and 2 (and the tail, expert 0) become -1.
   const Tensor map = Tensor::from_vector<int32_t>({-1, 0, -1, 1});
-  const auto r = ops::moe_align_block_size(Tensor::from_vector(kIds, {3, 2}), 4, 4, map);
+  const auto r = ops::moe_align_block_size(cpu_ctx(), Tensor::from_vector(kIds, {3, 2}), 4, 4, map);
   EXPECT_EQ(values_i32(r.expert_ids), (std::vector<int32_t>{-1, 0, -1, -1, -1}));
   EXPECT_EQ(values_i32(r.num_tokens_post_padded), (std::vector<int32_t>{12}));
   EXPECT_EQ(values_i32(r.sorted_token_ids)[4], 3);  // slots are not remapped
@@ -133,13 +134,13 @@ TEST(MoeRoutingAlign, ExpertMapRemapsBlocks) {
 
 TEST(MoeRoutingAlign, I64IdsAndStridedIdsGiveTheSameResult) {
   const std::vector<int64_t> ids64(kIds.begin(), kIds.end());
-  const auto want = ops::moe_align_block_size(Tensor::from_vector(kIds, {3, 2}), 4, 4);
-  const auto r = ops::moe_align_block_size(Tensor::from_vector(ids64, {3, 2}), 4, 4);
+  const auto want = ops::moe_align_block_size(cpu_ctx(), Tensor::from_vector(kIds, {3, 2}), 4, 4);
+  const auto r = ops::moe_align_block_size(cpu_ctx(), Tensor::from_vector(ids64, {3, 2}), 4, 4);
   EXPECT_EQ(values_i32(r.sorted_token_ids), values_i32(want.sorted_token_ids));
   EXPECT_EQ(values_i32(r.expert_ids), values_i32(want.expert_ids));
   // The transpose of [[0, 2, 0], [2, 1, 2]] is kIds as a strided view.
   const Tensor t = Tensor::from_vector<int32_t>({0, 2, 0, 2, 1, 2}, {2, 3}).t();
-  EXPECT_EQ(values_i32(ops::moe_align_block_size(t, 4, 4).sorted_token_ids), values_i32(want.sorted_token_ids));
+  EXPECT_EQ(values_i32(ops::moe_align_block_size(cpu_ctx(), t, 4, 4).sorted_token_ids), values_i32(want.sorted_token_ids));
 }
 
 TEST(MoeRoutingAlign, RandomIdsSegmentInAscendingOrder) {
@@ -150,7 +151,7 @@ TEST(MoeRoutingAlign, RandomIdsSegmentInAscendingOrder) {
       std::uniform_int_distribution<int32_t> pick(0, int32_t(e - 1));
       std::vector<int32_t> ids(size_t(m * topk));
       for (auto& v : ids) v = pick(rng);
-      const auto r = ops::moe_align_block_size(Tensor::from_vector(ids, {m, topk}), bs, e);
+      const auto r = ops::moe_align_block_size(cpu_ctx(), Tensor::from_vector(ids, {m, topk}), bs, e);
       const auto sorted = values_i32(r.sorted_token_ids);
       const auto experts = values_i32(r.expert_ids);
       int64_t pos = 0;
@@ -175,17 +176,17 @@ TEST(MoeRoutingAlign, RandomIdsSegmentInAscendingOrder) {
 
 TEST(MoeRoutingAlign, Errors) {
   const Tensor ids = Tensor::from_vector<int32_t>({0, 4, 1, 2}, {2, 2});
-  expect_invalid([&] { ops::moe_align_block_size(ids, 4, 4); },
+  expect_invalid([&] { ops::moe_align_block_size(cpu_ctx(), ids, 4, 4); },
                  "moe_align_block_size: `topk_ids` holds expert 4 at flat index 1, outside [0, 4)");
-  expect_invalid([&] { ops::moe_align_block_size(Tensor::from_vector<int32_t>({0, -1}), 4, 4); },
+  expect_invalid([&] { ops::moe_align_block_size(cpu_ctx(), Tensor::from_vector<int32_t>({0, -1}), 4, 4); },
                  "moe_align_block_size: `topk_ids` holds expert -1 at flat index 1, outside [0, 4)");
-  expect_invalid([&] { ops::moe_align_block_size(ids, 0, 8); },
+  expect_invalid([&] { ops::moe_align_block_size(cpu_ctx(), ids, 0, 8); },
                  "moe_align_block_size: `block_size` must be positive, got 0");
-  expect_invalid([&] { ops::moe_align_block_size(ids, 4, 0); },
+  expect_invalid([&] { ops::moe_align_block_size(cpu_ctx(), ids, 4, 0); },
                  "moe_align_block_size: `num_experts` must be positive, got 0");
-  expect_invalid([&] { ops::moe_align_block_size(Tensor::zeros({2, 2}, DType::kF32), 4, 8); },
+  expect_invalid([&] { ops::moe_align_block_size(cpu_ctx(), Tensor::zeros({2, 2}, DType::kF32), 4, 8); },
                  "moe_align_block_size: `topk_ids` must be i32 or i64, got f32[2, 2] on cpu");
-  expect_invalid([&] { ops::moe_align_block_size(ids, 4, 8, Tensor::from_vector<int32_t>({0, 1, 2, 3})); },
+  expect_invalid([&] { ops::moe_align_block_size(cpu_ctx(), ids, 4, 8, Tensor::from_vector<int32_t>({0, 1, 2, 3})); },
                  "moe_align_block_size: `expert_map` must be i32 of shape [8] (num_experts, the global count), got "
                  "i32[4] on cpu");
 }

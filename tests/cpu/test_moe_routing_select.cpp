@@ -9,6 +9,7 @@
 #include "cpu/test_quant_util.h"
 #include "fp8kit/ops/moe_routing.h"
 #include "moe_routing_test_util.h"
+#include "test_context.h"
 
 namespace fp8kit {
 namespace {
@@ -46,8 +47,8 @@ TEST(MoeRoutingSelectExperts, PlainAndGroupedPathsMatchTheirOps) {
   SelectExpertsOptions o;
   o.top_k = 3;
   o.renormalize = true;
-  const auto plain = ops::select_experts(hidden(1), logits, o);
-  const auto fused = ops::fused_topk(hidden(1), logits, 3, true);
+  const auto plain = ops::select_experts(cpu_ctx(), hidden(1), logits, o);
+  const auto fused = ops::fused_topk(cpu_ctx(), hidden(1), logits, 3, true);
   EXPECT_EQ(ids_of(plain.ids), ids_of(fused.ids));
   EXPECT_EQ(weights_of(plain.weights), weights_of(fused.weights));
   EXPECT_EQ(ids_of(plain.ids), (std::vector<int64_t>{4, 1, 7}));
@@ -57,7 +58,7 @@ TEST(MoeRoutingSelectExperts, PlainAndGroupedPathsMatchTheirOps) {
   o.topk_group = 1;  // group 2 (experts 4, 5) holds the best expert
   o.top_k = 2;
   o.indices_type = DType::kI64;
-  const auto grouped = ops::select_experts(hidden(1), logits, o);
+  const auto grouped = ops::select_experts(cpu_ctx(), hidden(1), logits, o);
   EXPECT_EQ(grouped.ids.dtype(), DType::kI64);
   EXPECT_EQ(ids_of(grouped.ids), (std::vector<int64_t>{4, 5}));
 }
@@ -76,7 +77,7 @@ TEST(MoeRoutingSelectExperts, CustomRoutingFunctionIsCalled) {
     return ops::TopkResult{make_tensor({0.75f, 0.25f, 0.5f, 0.5f}, {2, 2}),
                            Tensor::from_vector<int64_t>({3, 1, 0, 2}, {2, 2})};
   };
-  const auto r = ops::select_experts(hidden(2), make_tensor(std::vector<float>(8, 0.0f), {2, 4}), o);
+  const auto r = ops::select_experts(cpu_ctx(), hidden(2), make_tensor(std::vector<float>(8, 0.0f), {2, 4}), o);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(ids_of(r.ids), (std::vector<int64_t>{3, 1, 0, 2}));
   EXPECT_EQ(r.ids.dtype(), DType::kI64);
@@ -85,7 +86,7 @@ TEST(MoeRoutingSelectExperts, CustomRoutingFunctionIsCalled) {
   o.custom_routing_function = [](const Tensor&, const Tensor&, int64_t, bool) {
     return ops::TopkResult{Tensor::zeros({2, 3}, DType::kF32), Tensor::zeros({2, 2}, DType::kI32)};
   };
-  expect_invalid([&] { ops::select_experts(hidden(2), make_tensor(std::vector<float>(8, 0.0f), {2, 4}), o); },
+  expect_invalid([&] { ops::select_experts(cpu_ctx(), hidden(2), make_tensor(std::vector<float>(8, 0.0f), {2, 4}), o); },
                  "select_experts: `custom_routing_function` must return f32 weights of shape [2, 2] on cpu, got "
                  "f32[2, 3] on cpu");
 }
@@ -95,16 +96,16 @@ TEST(MoeRoutingSelectExperts, EplbMapsToReplicasDeterministically) {
   // % 2 -> 0 0 1 1 1 0 1 0, % 3 -> 0 1 0 1 1 1 0 0).
   SelectExpertsOptions o = eplb_options(7);
   o.expert_load_view.data<int64_t>()[3] = 10;  // scatter_add: existing counts stay
-  const auto r = ops::select_experts(hidden(4), rows_to_0_and_2(4), o);
+  const auto r = ops::select_experts(cpu_ctx(), hidden(4), rows_to_0_and_2(4), o);
   EXPECT_EQ(ids_of(r.ids), (std::vector<int64_t>{0, 5, 4, 5, 4, 5, 4, 2}));
   EXPECT_EQ(r.ids.dtype(), DType::kI32);
   EXPECT_EQ(values_i64(o.expert_load_view), (std::vector<int64_t>{1, 0, 1, 10, 3, 3, 0}));
   // Weights are untouched by EPLB.
-  EXPECT_EQ(weights_of(r.weights), weights_of(ops::fused_topk(hidden(4), rows_to_0_and_2(4), 2, false).weights));
+  EXPECT_EQ(weights_of(r.weights), weights_of(ops::fused_topk(cpu_ctx(), hidden(4), rows_to_0_and_2(4), 2, false).weights));
 
   // The same call again: the same ids, the load counted twice.
   o.indices_type = DType::kI64;
-  const auto again = ops::select_experts(hidden(4), rows_to_0_and_2(4), o);
+  const auto again = ops::select_experts(cpu_ctx(), hidden(4), rows_to_0_and_2(4), o);
   EXPECT_EQ(again.ids.dtype(), DType::kI64);
   EXPECT_EQ(ids_of(again.ids), ids_of(r.ids));
   EXPECT_EQ(values_i64(o.expert_load_view), (std::vector<int64_t>{2, 0, 2, 10, 6, 6, 0}));
@@ -115,7 +116,7 @@ TEST(MoeRoutingSelectExperts, EplbSpreadsLoadEvenlyOverReplicas) {
   SelectExpertsOptions o = eplb_options(7);
   o.logical_to_physical_map = Tensor::from_vector<int32_t>({0, 4, -1, 1, -1, -1, 2, 5, 6, 3, -1, -1}, {4, 3});
   o.logical_replica_count = Tensor::from_vector<int32_t>({2, 1, 3, 1});
-  const auto r = ops::select_experts(hidden(kM), rows_to_0_and_2(kM), o);
+  const auto r = ops::select_experts(cpu_ctx(), hidden(kM), rows_to_0_and_2(kM), o);
   const auto ids = ids_of(r.ids);
   const auto load = values_i64(o.expert_load_view);
   std::vector<int64_t> histogram(7, 0);
@@ -136,7 +137,7 @@ TEST(MoeRoutingSelectExperts, EplbCountsOnlyLocalExpertsAtTheirLocalIndex) {
   // This rank holds physical experts 2, 4 and 5 as local 0, 1, 2.
   SelectExpertsOptions o = eplb_options(3);
   o.expert_map = Tensor::from_vector<int32_t>({-1, -1, 0, -1, 1, 2, -1});
-  const auto r = ops::select_experts(hidden(4), rows_to_0_and_2(4), o);
+  const auto r = ops::select_experts(cpu_ctx(), hidden(4), rows_to_0_and_2(4), o);
   EXPECT_EQ(ids_of(r.ids), (std::vector<int64_t>{0, 5, 4, 5, 4, 5, 4, 2}));  // ids stay global
   EXPECT_EQ(values_i64(o.expert_load_view), (std::vector<int64_t>{1, 3, 3}));
 }
@@ -147,39 +148,39 @@ TEST(MoeRoutingSelectExperts, Errors) {
   o.top_k = 2;
   o.use_grouped_topk = true;
   o.num_expert_group = 2;
-  expect_invalid([&] { ops::select_experts(hidden(2), logits, o); },
+  expect_invalid([&] { ops::select_experts(cpu_ctx(), hidden(2), logits, o); },
                  "select_experts: use_grouped_topk requires `topk_group` and `num_expert_group`");
   o.use_grouped_topk = false;
   o.scoring_func = "sigmoid";
-  expect_invalid([&] { ops::select_experts(hidden(2), logits, o); },
+  expect_invalid([&] { ops::select_experts(cpu_ctx(), hidden(2), logits, o); },
                  "Only softmax scoring function is supported for non-grouped topk.");
   o.scoring_func = "softmax";
   o.indices_type = DType::kU8;
-  expect_invalid([&] { ops::select_experts(hidden(2), logits, o); },
+  expect_invalid([&] { ops::select_experts(cpu_ctx(), hidden(2), logits, o); },
                  "select_experts: `indices_type` must be i32 or i64, got u8");
 
   SelectExpertsOptions e = eplb_options(7);
   e.expert_load_view = Tensor();
-  expect_invalid([&] { ops::select_experts(hidden(2), logits, e); },
+  expect_invalid([&] { ops::select_experts(cpu_ctx(), hidden(2), logits, e); },
                  "select_experts: enable_eplb requires `expert_load_view`");
   e = eplb_options(7);
   e.expert_load_view = Tensor::zeros({7}, DType::kI32);
-  expect_invalid([&] { ops::select_experts(hidden(2), logits, e); },
+  expect_invalid([&] { ops::select_experts(cpu_ctx(), hidden(2), logits, e); },
                  "select_experts: `expert_load_view` must be a contiguous i64 tensor, got i32[7] on cpu");
   e = eplb_options(7);
   e.logical_replica_count = Tensor::from_vector<int64_t>({2, 1, 3});
-  expect_invalid([&] { ops::select_experts(hidden(2), logits, e); },
+  expect_invalid([&] { ops::select_experts(cpu_ctx(), hidden(2), logits, e); },
                  "select_experts: `logical_replica_count` has 3 entries but `logical_to_physical_map` has 4 rows");
   e = eplb_options(7);
   e.logical_replica_count = Tensor::from_vector<int64_t>({0, 1, 3, 1});
-  expect_invalid([&] { ops::select_experts(hidden(2), logits, e); },
+  expect_invalid([&] { ops::select_experts(cpu_ctx(), hidden(2), logits, e); },
                  "select_experts: `logical_replica_count`[0] = 0 is outside [1, 3]");
   e = eplb_options(4);  // physical ids up to 6 do not fit 4 load entries
-  expect_invalid([&] { ops::select_experts(hidden(2), logits, e); },
+  expect_invalid([&] { ops::select_experts(cpu_ctx(), hidden(2), logits, e); },
                  "select_experts: expert 5 is outside `expert_load_view` of 4 entries");
   e = eplb_options(7);
   e.expert_map = Tensor::from_vector<int32_t>({0, 1, 2});
-  expect_invalid([&] { ops::select_experts(hidden(2), logits, e); },
+  expect_invalid([&] { ops::select_experts(cpu_ctx(), hidden(2), logits, e); },
                  "select_experts: physical expert id 5 is outside [0, 3) (`expert_map` length)");
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "expect_error.h"
+#include "core/parallel.h"
 #include "fp8kit/runtime/overrides.h"
 
 namespace fp8kit {
@@ -82,16 +83,12 @@ TEST(Overrides, EveryKnobParses) {
 }
 
 TEST(Overrides, BadValuesNameTheVariableAndWhatItAccepts) {
-  expect_invalid([] { parse({{"FP8KIT_NUM_THREADS", "0"}}); },
-                 "FP8KIT_NUM_THREADS='0': expected an integer from 1 to 1024");
-  expect_invalid([] { parse({{"FP8KIT_NUM_THREADS", "abc"}}); },
-                 "FP8KIT_NUM_THREADS='abc': expected an integer from 1 to 1024");
-  expect_invalid([] { parse({{"FP8KIT_NUM_THREADS", "100000"}}); },
-                 "FP8KIT_NUM_THREADS='100000': expected an integer from 1 to 1024");
-  expect_invalid([] { parse({{"FP8KIT_NUM_THREADS", "99999999999999999999"}}); },
-                 "FP8KIT_NUM_THREADS='99999999999999999999': expected an integer from 1 to 1024");
-  expect_invalid([] { parse({{"FP8KIT_NUM_THREADS", " 2"}}); },
-                 "FP8KIT_NUM_THREADS=' 2': expected an integer from 1 to 1024");
+  // FP8KIT_NUM_THREADS goes through the thread pool's parse_thread_count (tests/cpu/test_parallel.cpp).
+  const std::string most = std::to_string(max_threads());
+  for (const char* bad : {"0", "abc", "100000", "99999999999999999999", " 2", "-1", "1e6"}) {
+    expect_invalid([&] { parse({{"FP8KIT_NUM_THREADS", bad}}); },
+                   "FP8KIT_NUM_THREADS must be an integer from 1 to " + most + ", got '" + bad + "'");
+  }
   expect_invalid([] { parse({{"FP8KIT_GEMM_BACKEND", "cutlass"}}); },
                  "FP8KIT_GEMM_BACKEND='cutlass': expected one of decode, wgmma, cublaslt, fallback");
   expect_invalid([] { parse({{"FP8KIT_PDL", "yes"}}); }, "FP8KIT_PDL='yes': expected 0 or 1");

@@ -3,14 +3,21 @@
 // before it is set up), exceptions reach the caller, nested calls run serially. The race the
 // first test guards against needs more threads than CI's two cores give: with
 // FP8KIT_NUM_THREADS=4 or 16 the pool before the fix hung in two of three runs of 500,000 jobs.
+// A pool the system gives fewer threads than asked for runs with those (it used to deadlock), and
+// FP8KIT_NUM_THREADS takes only integers from 1 to max_threads().
 #include <gtest/gtest.h>
+
+#include <pthread.h>
 
 #include <atomic>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "core/parallel.h"
+#include "core/thread_pool.h"
+#include "expect_error.h"
 
 namespace fp8kit {
 namespace {
@@ -51,6 +58,57 @@ TEST(ParallelFor, NestedCallsRunOnTheCallingThread) {
     }
   });
   EXPECT_EQ(inner.load(), 640);
+}
+
+// Threads whose default stack cannot be mapped: pthread_create fails with EAGAIN, as under a
+// process limit (ulimit -u), but without one that root ignores.
+class UnstartableThreads {
+ public:
+  UnstartableThreads() {
+    pthread_getattr_default_np(&saved_);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, size_t(1) << 50);
+    pthread_setattr_default_np(&attr);
+    pthread_attr_destroy(&attr);
+  }
+  ~UnstartableThreads() { pthread_setattr_default_np(&saved_); }
+
+ private:
+  pthread_attr_t saved_;
+};
+
+TEST(ThreadPool, RunsWithTheThreadsItGot) {
+  std::unique_ptr<ThreadPool> pool;
+  {
+    UnstartableThreads no_threads;
+    pool = std::make_unique<ThreadPool>(8);
+  }
+  EXPECT_EQ(pool->size(), 1);
+  EXPECT_FALSE(pool->start_failure().empty());
+  std::vector<std::atomic<int>> hits(1000);
+  pool->run(1000, [&](int64_t i) { hits[size_t(i)]++; });
+  for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
+
+  ThreadPool full(4);  // the default stack again
+  EXPECT_EQ(full.size(), 4);
+  EXPECT_TRUE(full.start_failure().empty());
+}
+
+TEST(ParallelFor, ThreadCountsOutsideTheRangeAreErrors) {
+  const int most = max_threads();
+  EXPECT_GE(most, 64);
+  EXPECT_LE(most, 1024);
+  EXPECT_EQ(parse_thread_count("1", "FP8KIT_NUM_THREADS"), 1);
+  EXPECT_EQ(parse_thread_count(std::to_string(most), "FP8KIT_NUM_THREADS"), most);
+  for (const std::string& bad : std::vector<std::string>{"0", "-1", "abc", "", "2147483648", "1e6", "99999999999",
+                                                          " 4", "4 ", "+4", "0x10", std::to_string(most + 1)}) {
+    testing::expect_invalid([&] { parse_thread_count(bad, "FP8KIT_NUM_THREADS"); },
+                            "FP8KIT_NUM_THREADS must be an integer from 1 to " + std::to_string(most) + ", got '" +
+                                bad + "'");
+  }
+  testing::expect_invalid([] { parse_thread_count("1\n2", "X"); },
+                          "X must be an integer from 1 to " + std::to_string(max_threads()) + ", got '1\\x0a2'");
 }
 
 }  // namespace

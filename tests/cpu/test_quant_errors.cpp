@@ -22,7 +22,7 @@ Tensor cuda_tensor(const Shape& shape, DType dtype) {
 
 TEST(QuantErrors, ScaledFp8Quant) {
   using ops::ScaledFp8QuantOptions;
-  auto quant = [](const Tensor& x, const ScaledFp8QuantOptions& o = {}) { return ops::scaled_fp8_quant(x, o); };
+  auto quant = [](const Tensor& x, const ScaledFp8QuantOptions& o = {}) { return ops::scaled_fp8_quant(cpu_ctx(), x, o); };
   expect_error([&] { quant(Tensor()); }, kArg, "scaled_fp8_quant: `input` is an undefined tensor");
   expect_error([&] { quant(f32({3})); }, kArg, "scaled_fp8_quant: `input` must be 2-D, got f32[3] on cpu");
   expect_error(
@@ -107,7 +107,7 @@ TEST(QuantErrors, ScaledFp8Quant) {
 TEST(QuantErrors, PerTokenGroupQuant) {
   using ops::PerTokenGroupQuantOptions;
   auto quant = [](const Tensor& x, const PerTokenGroupQuantOptions& o = {}) {
-    return ops::per_token_group_quant(x, o);
+    return ops::per_token_group_quant(cpu_ctx(), x, o);
   };
   expect_error(
       [&] {
@@ -162,26 +162,26 @@ TEST(QuantErrors, PerTokenGroupQuant) {
 }
 
 TEST(QuantErrors, WeightQuantization) {
-  expect_error([&] { ops::quantize_weight_per_tensor(f32({4})); }, kArg,
+  expect_error([&] { ops::quantize_weight_per_tensor(cpu_ctx(), f32({4})); }, kArg,
                "quantize_weight_per_tensor: `w` must be 2-D, got f32[4] on cpu");
   expect_error(
       [&] {
-        ops::quantize_weight_per_channel(Tensor::zeros({2, 2}, DType::kE4M3FN));
+        ops::quantize_weight_per_channel(cpu_ctx(), Tensor::zeros({2, 2}, DType::kE4M3FN));
       },
       kArg, "quantize_weight_per_channel: `w` must be f32, f16 or bf16, got e4m3fn[2, 2] on cpu");
   expect_error(
       [&] {
-        ops::quantize_weight_block(f32({2, 2}), 0, 128);
+        ops::quantize_weight_block(cpu_ctx(), f32({2, 2}), 0, 128);
       },
       kArg, "quantize_weight_block: `block_n` and `block_k` must be positive, got [0, 128]");
   ops::WeightQuantOptions o;
   o.out_dtype = DType::kE5M2;
   expect_error(
       [&] {
-        ops::quantize_weight_block(f32({2, 2}), 128, 128, o);
+        ops::quantize_weight_block(cpu_ctx(), f32({2, 2}), 128, 128, o);
       },
       kArg, "quantize_weight_block: `out_dtype` must be e4m3fn or e4m3fnuz, got e5m2");
-  expect_error([&] { ops::quantize_weight_per_tensor(Tensor()); }, kArg,
+  expect_error([&] { ops::quantize_weight_per_tensor(cpu_ctx(), Tensor()); }, kArg,
                "quantize_weight_per_tensor: `w` is an undefined tensor");
 }
 
@@ -189,37 +189,37 @@ TEST(QuantErrors, Dequantize) {
   const Tensor q = Tensor::zeros({4, 6}, DType::kE4M3FN);
   expect_error(
       [&] {
-        ops::dequantize_weight(f32({4, 6}), Tensor::scalar_f32(1), DType::kF32);
+        ops::dequantize_weight(cpu_ctx(), f32({4, 6}), Tensor::scalar_f32(1), DType::kF32);
       },
       kArg, "dequantize_weight: `q` must be an FP8 tensor, got f32[4, 6] on cpu");
-  expect_error([&] { ops::dequantize_weight(Tensor::zeros({4}, DType::kE4M3FN), Tensor::scalar_f32(1), DType::kF32); },
+  expect_error([&] { ops::dequantize_weight(cpu_ctx(), Tensor::zeros({4}, DType::kE4M3FN), Tensor::scalar_f32(1), DType::kF32); },
                kArg, "dequantize_weight: `q` must be 2-D, got e4m3fn[4] on cpu");
-  expect_error([&] { ops::dequantize_weight(q, Tensor::zeros({1}, DType::kI32), DType::kF32); }, kArg,
+  expect_error([&] { ops::dequantize_weight(cpu_ctx(), q, Tensor::zeros({1}, DType::kI32), DType::kF32); }, kArg,
                "dequantize_weight: `scale` must be f32, f16, bf16 or ue8m0, got i32[1] on cpu");
-  expect_error([&] { ops::dequantize_weight(q, Tensor::scalar_f32(1), DType::kE4M3FN); }, kArg,
+  expect_error([&] { ops::dequantize_weight(cpu_ctx(), q, Tensor::scalar_f32(1), DType::kE4M3FN); }, kArg,
                "dequantize_weight: `out_dtype` must be f32, f16 or bf16, got e4m3fn");
   expect_error(
       [&] {
-        ops::dequantize_weight(q, f32({2, 3}), DType::kF32);
+        ops::dequantize_weight(cpu_ctx(), q, f32({2, 3}), DType::kF32);
       },
       kArg,
       "dequantize_weight: `scale` f32[2, 3] on cpu is neither per-tensor, per-row ([4] or [4, 1]) nor, "
       "without `block`, 2-D blocks");
   expect_error(
       [&] {
-        ops::dequantize_weight(q, f32({2, 3}), DType::kF32, std::make_pair(2, 4));
+        ops::dequantize_weight(cpu_ctx(), q, f32({2, 3}), DType::kF32, std::make_pair(2, 4));
       },
       kArg,
       "dequantize_weight: `scale` f32[2, 3] on cpu does not match q e4m3fn[4, 6] on cpu with block [2, 4]: "
       "expected shape [2, 2]");
   expect_error(
       [&] {
-        ops::dequantize_weight(q, f32({2, 3}), DType::kF32, std::make_pair(0, 4));
+        ops::dequantize_weight(cpu_ctx(), q, f32({2, 3}), DType::kF32, std::make_pair(0, 4));
       },
       kArg, "dequantize_weight: `block` must be positive, got [0, 4]");
-  expect_error([&] { ops::per_tensor_dequantize(q, f32({2})); }, kArg,
+  expect_error([&] { ops::per_tensor_dequantize(cpu_ctx(), q, f32({2})); }, kArg,
                "per_tensor_dequantize: `scale` must be a one-element f32 tensor, got f32[2] on cpu");
-  expect_error([&] { ops::per_tensor_dequantize(Tensor::zeros({2}, DType::kBF16), Tensor::scalar_f32(1)); }, kArg,
+  expect_error([&] { ops::per_tensor_dequantize(cpu_ctx(), Tensor::zeros({2}, DType::kBF16), Tensor::scalar_f32(1)); }, kArg,
                "per_tensor_dequantize: `q` must be an FP8 tensor, got bf16[2] on cpu");
 }
 
@@ -228,52 +228,52 @@ TEST(QuantErrors, RequantizeWithMaxScale) {
   const Tensor s = f32({2});
   expect_error(
       [&] {
-        ops::requantize_with_max_scale(w, s, {1, 2, 1});
+        ops::requantize_with_max_scale(cpu_ctx(), w, s, {1, 2, 1});
       },
       kArg, "requantize_with_max_scale: `logical_widths` has 3 entries but `weight_scale` has 2");
   expect_error(
       [&] {
-        ops::requantize_with_max_scale(w, s, {1, 2});
+        ops::requantize_with_max_scale(cpu_ctx(), w, s, {1, 2});
       },
       kArg, "requantize_with_max_scale: `logical_widths` sum to 3 but `weight` has 4 rows");
   expect_error(
       [&] {
-        ops::requantize_with_max_scale(w, s, {-1, 5});
+        ops::requantize_with_max_scale(cpu_ctx(), w, s, {-1, 5});
       },
       kArg, "requantize_with_max_scale: `logical_widths` must be non-negative, got -1");
   expect_error(
       [&] {
-        ops::requantize_with_max_scale(Tensor::zeros({4, 2}, DType::kBF16), s, {2, 2});
+        ops::requantize_with_max_scale(cpu_ctx(), Tensor::zeros({4, 2}, DType::kBF16), s, {2, 2});
       },
       kArg, "requantize_with_max_scale: `weight` must be e4m3fn or e4m3fnuz, got bf16");
   expect_error(
       [&] {
-        ops::requantize_with_max_scale(Tensor::zeros({8}, DType::kE4M3FN), s, {4, 4});
+        ops::requantize_with_max_scale(cpu_ctx(), Tensor::zeros({8}, DType::kE4M3FN), s, {4, 4});
       },
       kArg, "requantize_with_max_scale: `weight` must be 2-D, got e4m3fn[8] on cpu");
   expect_error(
       [&] {
-        ops::requantize_with_max_scale(w, Tensor::zeros({2}, DType::kBF16), {2, 2});
+        ops::requantize_with_max_scale(cpu_ctx(), w, Tensor::zeros({2}, DType::kBF16), {2, 2});
       },
       kArg, "requantize_with_max_scale: `weight_scale` must be f32, got bf16[2] on cpu");
   expect_error(
       [&] {
-        ops::requantize_with_max_scale(w, f32({2, 1}), {2, 2});
+        ops::requantize_with_max_scale(cpu_ctx(), w, f32({2, 1}), {2, 2});
       },
       kArg, "requantize_with_max_scale: `weight_scale` must be 1-D, got f32[2, 1] on cpu");
-  expect_error([&] { ops::requantize_with_max_scale(w, f32({0}), {}); }, kArg,
+  expect_error([&] { ops::requantize_with_max_scale(cpu_ctx(), w, f32({0}), {}); }, kArg,
                "requantize_with_max_scale: `weight_scale` is empty");
 }
 
 TEST(QuantErrors, NormalizeToFnuz) {
-  expect_error([&] { ops::normalize_e4m3fn_to_e4m3fnuz(Tensor::zeros({2}, DType::kE4M3FNUZ), Tensor::scalar_f32(1)); },
+  expect_error([&] { ops::normalize_e4m3fn_to_e4m3fnuz(cpu_ctx(), Tensor::zeros({2}, DType::kE4M3FNUZ), Tensor::scalar_f32(1)); },
                kArg, "normalize_e4m3fn_to_e4m3fnuz: `weight` must be e4m3fn, got e4m3fnuz[2] on cpu");
   expect_error(
-      [&] { ops::normalize_e4m3fn_to_e4m3fnuz(Tensor::zeros({2}, DType::kE4M3FN), Tensor::zeros({1}, DType::kF16)); },
+      [&] { ops::normalize_e4m3fn_to_e4m3fnuz(cpu_ctx(), Tensor::zeros({2}, DType::kE4M3FN), Tensor::zeros({1}, DType::kF16)); },
       kArg, "normalize_e4m3fn_to_e4m3fnuz: `weight_scale` must be f32, got f16[1] on cpu");
   expect_error(
       [&] {
-        ops::normalize_e4m3fn_to_e4m3fnuz(Tensor::zeros({2}, DType::kE4M3FN), Tensor::scalar_f32(1),
+        ops::normalize_e4m3fn_to_e4m3fnuz(cpu_ctx(), Tensor::zeros({2}, DType::kE4M3FN), Tensor::scalar_f32(1),
                                           Tensor::zeros({1}, DType::kBF16));
       },
       kArg, "normalize_e4m3fn_to_e4m3fnuz: `input_scale` must be f32, got bf16[1] on cpu");
@@ -288,20 +288,20 @@ TEST(QuantErrors, CudaTensorsInACpuBuild) {
   if (cuda_built()) GTEST_SKIP() << "CUDA build";
   constexpr ErrorCode kUnsupported = ErrorCode::kUnsupported;
   const Tensor x = cuda_tensor({2, 128}, DType::kBF16);
-  expect_error([&] { ops::scaled_fp8_quant(x); }, kUnsupported, "scaled_fp8_quant: fp8kit was built without CUDA");
-  expect_error([&] { ops::per_token_group_quant(x); }, kUnsupported,
+  expect_error([&] { ops::scaled_fp8_quant(cpu_ctx(), x); }, kUnsupported, "scaled_fp8_quant: fp8kit was built without CUDA");
+  expect_error([&] { ops::per_token_group_quant(cpu_ctx(), x); }, kUnsupported,
                "per_token_group_quant: fp8kit was built without CUDA");
-  expect_error([&] { ops::quantize_weight_block(x, 128, 128); }, kUnsupported,
+  expect_error([&] { ops::quantize_weight_block(cpu_ctx(), x, 128, 128); }, kUnsupported,
                "quantize_weight_block: fp8kit was built without CUDA");
   const Tensor q = cuda_tensor({2, 128}, DType::kE4M3FN);
   const Tensor s = cuda_tensor({}, DType::kF32);
-  expect_error([&] { ops::dequantize_weight(q, s, DType::kBF16); }, kUnsupported,
+  expect_error([&] { ops::dequantize_weight(cpu_ctx(), q, s, DType::kBF16); }, kUnsupported,
                "dequantize_weight: fp8kit was built without CUDA");
-  expect_error([&] { ops::per_tensor_dequantize(q, s); }, kUnsupported,
+  expect_error([&] { ops::per_tensor_dequantize(cpu_ctx(), q, s); }, kUnsupported,
                "per_tensor_dequantize: fp8kit was built without CUDA");
-  expect_error([&] { ops::requantize_with_max_scale(q, cuda_tensor({1}, DType::kF32), {2}); }, kUnsupported,
+  expect_error([&] { ops::requantize_with_max_scale(cpu_ctx(), q, cuda_tensor({1}, DType::kF32), {2}); }, kUnsupported,
                "requantize_with_max_scale: fp8kit was built without CUDA");
-  expect_error([&] { ops::normalize_e4m3fn_to_e4m3fnuz(q, s); }, kUnsupported,
+  expect_error([&] { ops::normalize_e4m3fn_to_e4m3fnuz(cpu_ctx(), q, s); }, kUnsupported,
                "normalize_e4m3fn_to_e4m3fnuz: fp8kit was built without CUDA");
 }
 
@@ -310,17 +310,17 @@ TEST(QuantErrors, MixedDevices) {
   o.scale = cuda_tensor({}, DType::kF32);
   expect_error(
       [&] {
-        ops::scaled_fp8_quant(f32({2, 2}), o);
+        ops::scaled_fp8_quant(cpu_ctx(), f32({2, 2}), o);
       },
       kArg, "scaled_fp8_quant: `scale` is on cuda:0 but `input` is on cpu");
   expect_error(
       [&] {
-        ops::dequantize_weight(Tensor::zeros({2, 2}, DType::kE4M3FN), o.scale, DType::kF32);
+        ops::dequantize_weight(cpu_ctx(), Tensor::zeros({2, 2}, DType::kE4M3FN), o.scale, DType::kF32);
       },
       kArg, "dequantize_weight: `scale` is on cuda:0 but `q` is on cpu");
   expect_error(
       [&] {
-        ops::requantize_with_max_scale(Tensor::zeros({2, 2}, DType::kE4M3FN), cuda_tensor({1}, DType::kF32), {2});
+        ops::requantize_with_max_scale(cpu_ctx(), Tensor::zeros({2, 2}, DType::kE4M3FN), cuda_tensor({1}, DType::kF32), {2});
       },
       kArg, "requantize_with_max_scale: `weight_scale` is on cuda:0 but `weight` is on cpu");
 }

@@ -39,7 +39,7 @@ ops::QuantResult group_quant(const Tensor& x, int64_t g, DType fp8 = DType::kE4M
   o.out_dtype = fp8;
   o.column_major_scales = column_major;
   o.use_ue8m0 = ue8m0;
-  return ops::per_token_group_quant(x, o);
+  return ops::per_token_group_quant(cpu_ctx(), x, o);
 }
 
 void expect_matches_spec(const Tensor& x, int64_t g, DType fp8, bool ue8m0 = false) {
@@ -109,7 +109,7 @@ TEST(QuantGroup, TmaAlignedColumnMajorScales) {
     PerTokenGroupQuantOptions o;
     o.column_major_scales = true;
     o.tma_aligned_scales = true;
-    const ops::QuantResult tma = ops::per_token_group_quant(x, o);
+    const ops::QuantResult tma = ops::per_token_group_quant(cpu_ctx(), x, o);
     const ops::QuantResult row = group_quant(x, 128);
     ASSERT_EQ(tma.scale.shape(), (Shape{m, 3}));
     EXPECT_EQ(tma.scale.strides(), (Shape{1, m_pad}));
@@ -126,7 +126,7 @@ TEST(QuantGroup, TmaAlignedColumnMajorScales) {
   o.tma_aligned_scales = true;
   expect_error(
       [&] {
-        ops::per_token_group_quant(make_tensor(random_values(256, 28), {2, 128}), o);
+        ops::per_token_group_quant(cpu_ctx(), make_tensor(random_values(256, 28), {2, 128}), o);
       },
       ErrorCode::kInvalidArgument, "per_token_group_quant: `tma_aligned_scales` needs `column_major_scales`");
 }
@@ -194,7 +194,7 @@ TEST(QuantGroup, NonContiguousRowStrideAndPreallocatedOutput) {
   out.fill_bytes_(0xAA);
   PerTokenGroupQuantOptions o;
   o.output = out;
-  const ops::QuantResult r = ops::per_token_group_quant(view, o);
+  const ops::QuantResult r = ops::per_token_group_quant(cpu_ctx(), view, o);
   EXPECT_EQ(r.q.storage(), out.storage());
   EXPECT_EQ(to_bytes(out), to_bytes(group_quant(view.contiguous(), 128).q));
 }

@@ -34,7 +34,7 @@ TEST(QuantRequant, Golden) {
   // value times 1 is exact in f16). Shard 1 halves: 1.0 (0x38) -> 0.5 (0x30), 448 (0x7E) -> 224
   // (0x76), -2 (0xC0) -> -1 (0xB8), 2^-9 (0x01) -> 2^-10, which ties to 0.
   const Tensor w = codes_tensor({0x38, 0x7E, 0x38, 0x7E, 0xC0, 0x01}, {3, 2});
-  const ops::RequantizeResult r = ops::requantize_with_max_scale(w, make_tensor({1.0f, 0.5f}, {2}), {1, 2});
+  const ops::RequantizeResult r = ops::requantize_with_max_scale(cpu_ctx(), w, make_tensor({1.0f, 0.5f}, {2}), {1, 2});
   EXPECT_EQ(r.max_scale.dim(), 0);
   EXPECT_EQ(r.max_scale.item_f32(), 1.0f);
   EXPECT_EQ(r.weight.storage(), w.storage());  // in place
@@ -49,7 +49,7 @@ TEST(QuantRequant, EveryCodeMatchesScalarRecomputation) {
     const std::vector<float> scales = {0.0131f, 0.00417f, 0.0087f};
     const std::vector<int64_t> widths = {3, 1, 2};
     const Tensor w = codes_tensor(codes, {6, 256}, fp8);
-    const ops::RequantizeResult r = ops::requantize_with_max_scale(w, make_tensor(scales, {3}), widths);
+    const ops::RequantizeResult r = ops::requantize_with_max_scale(cpu_ctx(), w, make_tensor(scales, {3}), widths);
     EXPECT_EQ(r.max_scale.item_f32(), 0.0131f);
     const std::vector<uint8_t> got = to_bytes(w);
     for (int64_t row = 0; row < 6; ++row) {
@@ -67,7 +67,7 @@ TEST(QuantRequant, TheF16StepMatters) {
   // fp16 intermediate is 0 and the code is 0; without it, 1e-8 / 2e-8 = 0.5 would give 0x30.
   {
     const Tensor w = codes_tensor({0x38, 0x38}, {2, 1});
-    ops::requantize_with_max_scale(w, make_tensor({1e-8f, 2e-8f}, {2}), {1, 1});
+    ops::requantize_with_max_scale(cpu_ctx(), w, make_tensor({1e-8f, 2e-8f}, {2}), {1, 1});
     EXPECT_EQ(to_bytes(w)[0], 0x00);
     EXPECT_EQ(requant_without_f16(0x38, 1e-8f, 2e-8f, DType::kE4M3FN), 0x30);
   }
@@ -85,7 +85,7 @@ TEST(QuantRequant, TheF16StepMatters) {
       if (with == requant_without_f16(uint8_t(c), s_i, s_max, DType::kE4M3FN)) continue;
       ++found;
       const Tensor w = codes_tensor({0x38, uint8_t(c)}, {2, 1});
-      ops::requantize_with_max_scale(w, make_tensor({s_max, s_i}, {2}), {1, 1});
+      ops::requantize_with_max_scale(cpu_ctx(), w, make_tensor({s_max, s_i}, {2}), {1, 1});
       EXPECT_EQ(to_bytes(w)[1], with) << "code " << c << " s_i " << s_i << " s_max " << s_max;
     }
   }
@@ -97,25 +97,25 @@ TEST(QuantRequant, NotLoadedSentinelSkips) {
   const std::vector<uint8_t> codes = {0x38, 0x7E, 0x30, 0x01};
   for (float last : {-FLT_MAX, -448.0f}) {  // the test is "> finfo(e4m3fn).min = -448"
     const Tensor w = codes_tensor(codes, {2, 2});
-    const ops::RequantizeResult r = ops::requantize_with_max_scale(w, make_tensor({0.5f, last}, {2}), {1, 1});
+    const ops::RequantizeResult r = ops::requantize_with_max_scale(cpu_ctx(), w, make_tensor({0.5f, last}, {2}), {1, 1});
     EXPECT_EQ(r.max_scale.item_f32(), 0.5f);
     EXPECT_EQ(to_bytes(w), codes);
   }
   // Just above -448 counts as loaded.
   const Tensor w = codes_tensor(codes, {2, 2});
-  ops::requantize_with_max_scale(w, make_tensor({0.5f, 0.25f}, {2}), {1, 1});
+  ops::requantize_with_max_scale(cpu_ctx(), w, make_tensor({0.5f, 0.25f}, {2}), {1, 1});
   EXPECT_NE(to_bytes(w), codes);
 }
 
 TEST(QuantRequant, ZeroAndNaNScales) {
   // All scales 0: s_max = 0, zero codes (the reference would write 448: spec 2.9 H2).
   const Tensor w = codes_tensor({0x38, 0x7E, 0xB0, 0x01}, {2, 2});
-  const ops::RequantizeResult r = ops::requantize_with_max_scale(w, make_tensor({0.0f, 0.0f}, {2}), {1, 1});
+  const ops::RequantizeResult r = ops::requantize_with_max_scale(cpu_ctx(), w, make_tensor({0.0f, 0.0f}, {2}), {1, 1});
   EXPECT_EQ(r.max_scale.item_f32(), 0.0f);
   EXPECT_EQ(to_bytes(w), std::vector<uint8_t>(4, 0));
   // A NaN scale makes the max NaN, as torch.max does.
   const Tensor w2 = codes_tensor({0x38, 0x38}, {2, 1});
-  const ops::RequantizeResult n = ops::requantize_with_max_scale(w2, make_tensor({NAN, 1.0f}, {2}), {1, 1});
+  const ops::RequantizeResult n = ops::requantize_with_max_scale(cpu_ctx(), w2, make_tensor({NAN, 1.0f}, {2}), {1, 1});
   EXPECT_TRUE(std::isnan(n.max_scale.item_f32()));
 }
 
@@ -123,7 +123,7 @@ TEST(QuantRequant, StridedWeightOnlyTouchesTheView) {
   std::vector<uint8_t> codes(4 * 6, 0x38);  // all 1.0
   const Tensor base = codes_tensor(codes, {4, 6});
   const Tensor view = base.narrow(1, 1, 3);  // [4, 3], row stride 6
-  ops::requantize_with_max_scale(view, make_tensor({1.0f, 0.5f}, {2}), {2, 2});
+  ops::requantize_with_max_scale(cpu_ctx(), view, make_tensor({1.0f, 0.5f}, {2}), {2, 2});
   const std::vector<uint8_t> got = to_bytes(base);
   for (int r = 0; r < 4; ++r) {
     for (int c = 0; c < 6; ++c) {
@@ -140,7 +140,7 @@ TEST(QuantFnuz, ByteMapAndDoubledScales) {
   const Tensor w = codes_tensor(codes, {2, 4});
   const Tensor ws = make_tensor({0.5f}, {1});
   const Tensor is = make_tensor({3.0f, 0.25f}, {2});
-  const ops::FnuzResult r = ops::normalize_e4m3fn_to_e4m3fnuz(w, ws, is);
+  const ops::FnuzResult r = ops::normalize_e4m3fn_to_e4m3fnuz(cpu_ctx(), w, ws, is);
   EXPECT_EQ(r.weight.dtype(), DType::kE4M3FNUZ);
   EXPECT_EQ(r.weight.shape(), (Shape{2, 4}));
   // Only 0x80 (-0 in fn, NaN in fnuz) changes; the rest keep their bits.
@@ -150,7 +150,7 @@ TEST(QuantFnuz, ByteMapAndDoubledScales) {
   // New tensors: the inputs are unchanged.
   EXPECT_EQ(to_bytes(w), codes);
   EXPECT_EQ(to_floats(ws), (std::vector<float>{0.5f}));
-  EXPECT_FALSE(ops::normalize_e4m3fn_to_e4m3fnuz(w, ws).input_scale.defined());
+  EXPECT_FALSE(ops::normalize_e4m3fn_to_e4m3fnuz(cpu_ctx(), w, ws).input_scale.defined());
 }
 
 TEST(QuantFnuz, DequantizedValuesArePreserved) {
@@ -158,7 +158,7 @@ TEST(QuantFnuz, DequantizedValuesArePreserved) {
   // finite, non-zero fn code (0x7F/0xFF are NaN in fn; 0x80 is -0 and becomes +0).
   std::vector<uint8_t> codes(256);
   for (int c = 0; c < 256; ++c) codes[size_t(c)] = uint8_t(c);
-  const ops::FnuzResult r = ops::normalize_e4m3fn_to_e4m3fnuz(codes_tensor(codes, {256}), make_tensor({0.3f}, {1}));
+  const ops::FnuzResult r = ops::normalize_e4m3fn_to_e4m3fnuz(cpu_ctx(), codes_tensor(codes, {256}), make_tensor({0.3f}, {1}));
   const std::vector<uint8_t> out = to_bytes(r.weight);
   const float s2 = to_floats(r.weight_scale)[0];
   for (int c = 0; c < 256; ++c) {

@@ -50,7 +50,7 @@ ops::QuantResult run(const Tensor& x, Mode mode, DType fp8, float static_scale =
   if (mode == Mode::kStatic) o.scale = Tensor::scalar_f32(static_scale);
   if (mode == Mode::kDynamicToken) o.use_per_token_if_dynamic = true;
   if (ub != nullptr) o.scale_ub = Tensor::scalar_f32(*ub);
-  return ops::scaled_fp8_quant(x, o);
+  return ops::scaled_fp8_quant(cpu_ctx(), x, o);
 }
 
 void expect_matches_spec(const Tensor& x, Mode mode, DType fp8, float static_scale = 0.0f, const float* ub = nullptr) {
@@ -88,7 +88,7 @@ TEST(QuantScaled, StaticReturnsTheGivenScaleTensor) {
   Tensor s = Tensor::scalar_f32(2.0f);
   ScaledFp8QuantOptions o;
   o.scale = s;
-  const ops::QuantResult r = ops::scaled_fp8_quant(make_tensor({1}, {1, 1}), o);
+  const ops::QuantResult r = ops::scaled_fp8_quant(cpu_ctx(), make_tensor({1}, {1, 1}), o);
   EXPECT_EQ(r.scale.storage(), s.storage());
 }
 
@@ -239,7 +239,7 @@ TEST(QuantScaled, PaddingRowsAreZeroAndScalesOne) {
     o.num_token_padding = 5;
     if (mode == Mode::kStatic) o.scale = Tensor::scalar_f32(2.0f);
     o.use_per_token_if_dynamic = mode == Mode::kDynamicToken;
-    const ops::QuantResult r = ops::scaled_fp8_quant(x, o);
+    const ops::QuantResult r = ops::scaled_fp8_quant(cpu_ctx(), x, o);
     ASSERT_EQ(r.q.shape(), (Shape{5, 3}));
     const std::vector<uint8_t> q = to_bytes(r.q);
     const ops::QuantResult plain = run(x, mode, DType::kE4M3FN, 2.0f);
@@ -254,7 +254,7 @@ TEST(QuantScaled, PaddingRowsAreZeroAndScalesOne) {
   // Padding below M changes nothing.
   ScaledFp8QuantOptions o;
   o.num_token_padding = 1;
-  EXPECT_EQ(ops::scaled_fp8_quant(x, o).q.shape(), (Shape{2, 3}));
+  EXPECT_EQ(ops::scaled_fp8_quant(cpu_ctx(), x, o).q.shape(), (Shape{2, 3}));
 }
 
 TEST(QuantScaled, PreallocatedOutput) {
@@ -266,7 +266,7 @@ TEST(QuantScaled, PreallocatedOutput) {
     o.output = out;
     if (mode == Mode::kStatic) o.scale = Tensor::scalar_f32(0.05f);
     o.use_per_token_if_dynamic = mode == Mode::kDynamicToken;
-    const ops::QuantResult r = ops::scaled_fp8_quant(x, o);
+    const ops::QuantResult r = ops::scaled_fp8_quant(cpu_ctx(), x, o);
     EXPECT_EQ(r.q.storage(), out.storage());
     EXPECT_EQ(to_bytes(out), to_bytes(run(x, mode, DType::kE4M3FN, 0.05f).q));
   }

@@ -13,6 +13,7 @@
 
 #include "fp8kit/fp8.h"
 #include "fp8kit/tensor.h"
+#include "test_context.h"
 
 namespace fp8kit::quant_test {
 

@@ -58,11 +58,11 @@ ops::QuantResult quantize(const Tensor& w, Scheme scheme, int64_t bn, int64_t bk
   o.ue8m0_scales = ue8m0;
   switch (scheme) {
     case Scheme::kPerTensor:
-      return ops::quantize_weight_per_tensor(w, o);
+      return ops::quantize_weight_per_tensor(cpu_ctx(), w, o);
     case Scheme::kPerChannel:
-      return ops::quantize_weight_per_channel(w, o);
+      return ops::quantize_weight_per_channel(cpu_ctx(), w, o);
     case Scheme::kBlock:
-      return ops::quantize_weight_block(w, bn, bk, o);
+      return ops::quantize_weight_block(cpu_ctx(), w, bn, bk, o);
   }
   return {};
 }
@@ -87,7 +87,7 @@ void expect_matches_spec(const Tensor& w, Scheme scheme, int64_t bn, int64_t bk,
 void expect_round_trip(const Tensor& w, const ops::QuantResult& r, std::optional<std::pair<int64_t, int64_t>> block,
                        DType fp8) {
   const std::vector<float> x = to_floats(w);
-  const std::vector<float> dq = to_floats(ops::dequantize_weight(r.q, r.scale, DType::kF32, block));
+  const std::vector<float> dq = to_floats(ops::dequantize_weight(cpu_ctx(), r.q, r.scale, DType::kF32, block));
   const std::vector<float> s = to_floats(r.scale);
   const int64_t n = w.size(0), k = w.size(1);
   const int min_exp = fp8 == DType::kE4M3FNUZ ? -7 : -6;
@@ -117,7 +117,7 @@ void expect_round_trip(const Tensor& w, const ops::QuantResult& r, std::optional
 
 TEST(QuantWeight, PerTensorGolden) {
   // amax 896 -> s = 2, inv = 0.5: [1, -2, 896, 0] -> [0.5, -1, 448, 0] = [0x30, 0xB8, 0x7E, 0x00].
-  const ops::QuantResult r = ops::quantize_weight_per_tensor(make_tensor({1, -2, 896, 0}, {2, 2}));
+  const ops::QuantResult r = ops::quantize_weight_per_tensor(cpu_ctx(), make_tensor({1, -2, 896, 0}, {2, 2}));
   EXPECT_EQ(r.scale.dim(), 0);
   EXPECT_EQ(r.scale.item_f32(), 2.0f);
   EXPECT_EQ(to_bytes(r.q), (std::vector<uint8_t>{0x30, 0xB8, 0x7E, 0x00}));
@@ -126,7 +126,7 @@ TEST(QuantWeight, PerTensorGolden) {
 TEST(QuantWeight, PerChannelGolden) {
   // row 0: amax 896 -> s = 2 -> [0x30, 0xB8, 0x7E]; row 1: amax 4 -> s = 4/448;
   // 4 / s = 448 -> 0x7E, 1 / s = 112 -> 0x6E, -0.25 / s = -28 -> 0xDE.
-  const ops::QuantResult r = ops::quantize_weight_per_channel(make_tensor({1, -2, 896, 4, 1, -0.25f}, {2, 3}));
+  const ops::QuantResult r = ops::quantize_weight_per_channel(cpu_ctx(), make_tensor({1, -2, 896, 4, 1, -0.25f}, {2, 3}));
   EXPECT_EQ(r.scale.shape(), (Shape{2, 1}));
   EXPECT_EQ(to_floats(r.scale), (std::vector<float>{2.0f, 4.0f / 448.0f}));
   EXPECT_EQ(to_bytes(r.q), (std::vector<uint8_t>{0x30, 0xB8, 0x7E, 0x7E, 0x6E, 0xDE}));
@@ -137,7 +137,7 @@ TEST(QuantWeight, BlockGoldenWithPartialEdgeBlocks) {
   // block (0,1) = {16, 32} -> s = 32/448; block (1,0) = {64, 128} -> s = 128/448;
   // block (1,1) = {0} -> s = FLT_MIN (zero block), q = 0. Each block's max maps to 448 = 0x7E,
   // half of it to 224 = 0x76, a quarter to 112 = 0x6E, an eighth to 56 = 0x66.
-  const ops::QuantResult r = ops::quantize_weight_block(make_tensor({1, 2, 16, 4, 8, 32, 64, 128, 0}, {3, 3}), 2, 2);
+  const ops::QuantResult r = ops::quantize_weight_block(cpu_ctx(), make_tensor({1, 2, 16, 4, 8, 32, 64, 128, 0}, {3, 3}), 2, 2);
   EXPECT_EQ(r.scale.shape(), (Shape{2, 2}));
   EXPECT_EQ(to_floats(r.scale), (std::vector<float>{8.0f / 448.0f, 32.0f / 448.0f, 128.0f / 448.0f, FLT_MIN}));
   EXPECT_EQ(to_bytes(r.q), (std::vector<uint8_t>{0x66, 0x6E, 0x76, 0x76, 0x7E, 0x7E, 0x76, 0x7E, 0x00}));
@@ -153,7 +153,7 @@ TEST(QuantWeight, ZeroAndNaNBlocks) {
     }
   }
   // NaN is ignored by the amax and quantizes to +MAX.
-  const ops::QuantResult n = ops::quantize_weight_per_channel(make_tensor({NAN, 1, 2}, {1, 3}));
+  const ops::QuantResult n = ops::quantize_weight_per_channel(cpu_ctx(), make_tensor({NAN, 1, 2}, {1, 3}));
   EXPECT_EQ(n.scale.item_f32(), 2.0f / 448.0f);
   EXPECT_EQ(to_bytes(n.q)[0], 0x7E);
 }
@@ -212,11 +212,11 @@ TEST(QuantWeight, RoundTrips) {
   for (DType fp8 : {DType::kE4M3FN, DType::kE4M3FNUZ}) {
     WeightQuantOptions o;
     o.out_dtype = fp8;
-    expect_round_trip(w, ops::quantize_weight_per_tensor(w, o), std::nullopt, fp8);
-    expect_round_trip(w, ops::quantize_weight_per_channel(w, o), std::nullopt, fp8);
-    expect_round_trip(w, ops::quantize_weight_block(w, 128, 128, o), std::make_pair(128, 128), fp8);
+    expect_round_trip(w, ops::quantize_weight_per_tensor(cpu_ctx(), w, o), std::nullopt, fp8);
+    expect_round_trip(w, ops::quantize_weight_per_channel(cpu_ctx(), w, o), std::nullopt, fp8);
+    expect_round_trip(w, ops::quantize_weight_block(cpu_ctx(), w, 128, 128, o), std::make_pair(128, 128), fp8);
     o.ue8m0_scales = true;
-    expect_round_trip(w, ops::quantize_weight_block(w, 128, 128, o), std::make_pair(128, 128), fp8);
+    expect_round_trip(w, ops::quantize_weight_block(cpu_ctx(), w, 128, 128, o), std::make_pair(128, 128), fp8);
   }
 }
 
@@ -226,28 +226,28 @@ TEST(QuantWeight, DequantizeIsOneRoundingOfCodeTimesScale) {
   const uint8_t codes[4] = {0x38, 0xB0, 0x7E, 0x7F};
   std::memcpy(q.data_ptr(), codes, 4);
   const float third = 1.0f / 3.0f;
-  const std::vector<float> f32 = to_floats(ops::dequantize_weight(q, make_tensor({3, third}, {2}), DType::kF32));
+  const std::vector<float> f32 = to_floats(ops::dequantize_weight(cpu_ctx(), q, make_tensor({3, third}, {2}), DType::kF32));
   EXPECT_EQ(f32[0], 3.0f);
   EXPECT_EQ(f32[1], -1.5f);
   EXPECT_EQ(f32[2], 448.0f * third);
   EXPECT_TRUE(std::isnan(f32[3]));
-  const std::vector<float> bf = to_floats(ops::dequantize_weight(q, make_tensor({3, third}, {2, 1}), DType::kBF16));
+  const std::vector<float> bf = to_floats(ops::dequantize_weight(cpu_ctx(), q, make_tensor({3, third}, {2, 1}), DType::kBF16));
   EXPECT_EQ(bf[2], bf16_to_float(float_to_bf16(448.0f * third)));
   // Per tensor (0-dim), ue8m0 and f16 scales, column-major block scales.
-  EXPECT_EQ(to_floats(ops::dequantize_weight(q, Tensor::scalar_f32(2.0f), DType::kF32))[2], 896.0f);
+  EXPECT_EQ(to_floats(ops::dequantize_weight(cpu_ctx(), q, Tensor::scalar_f32(2.0f), DType::kF32))[2], 896.0f);
   Tensor ue = Tensor::empty({1}, DType::kUE8M0);
   *static_cast<uint8_t*>(ue.data_ptr()) = 130;  // 2^3
-  EXPECT_EQ(to_floats(ops::dequantize_weight(q, ue, DType::kF32))[0], 8.0f);
-  EXPECT_EQ(to_floats(ops::dequantize_weight(q, make_tensor({0.5f}, {1}, DType::kF16), DType::kF16))[1], -0.25f);
+  EXPECT_EQ(to_floats(ops::dequantize_weight(cpu_ctx(), q, ue, DType::kF32))[0], 8.0f);
+  EXPECT_EQ(to_floats(ops::dequantize_weight(cpu_ctx(), q, make_tensor({0.5f}, {1}, DType::kF16), DType::kF16))[1], -0.25f);
   const std::vector<float> blocks =
-      to_floats(ops::dequantize_weight(q, make_tensor({2, 4}, {2, 1}), DType::kF32, std::make_pair(1, 2)));
+      to_floats(ops::dequantize_weight(cpu_ctx(), q, make_tensor({2, 4}, {2, 1}), DType::kF32, std::make_pair(1, 2)));
   EXPECT_EQ(blocks[0], 2.0f);
   EXPECT_EQ(blocks[2], 448.0f * 4.0f);
   // A [2, 3] weight with 1x2 blocks: scale [2, 2]; stored column-major.
   Tensor q23 = Tensor::empty({2, 3}, DType::kE4M3FN);
   q23.fill_bytes_(0x38);                                    // all 1.0
   const Tensor cm = make_tensor({1, 3, 2, 4}, {2, 2}).t();  // logical [[1, 2], [3, 4]]
-  EXPECT_EQ(to_floats(ops::dequantize_weight(q23, cm, DType::kF32, std::make_pair(1, 2))),
+  EXPECT_EQ(to_floats(ops::dequantize_weight(cpu_ctx(), q23, cm, DType::kF32, std::make_pair(1, 2))),
             (std::vector<float>{1, 1, 2, 3, 3, 4}));
 }
 
@@ -257,7 +257,7 @@ TEST(QuantWeight, PerTensorDequantizeRoundsToF16) {
   const uint8_t codes[4] = {0x38, 0xB0, 0x7E, 0x01};
   std::memcpy(q.data_ptr(), codes, 4);
   const float s = 1.0f / 3.0f;
-  const Tensor out = ops::per_tensor_dequantize(q, Tensor::scalar_f32(s));
+  const Tensor out = ops::per_tensor_dequantize(cpu_ctx(), q, Tensor::scalar_f32(s));
   ASSERT_EQ(out.dtype(), DType::kF16);
   ASSERT_EQ(out.shape(), (Shape{2, 2}));
   const std::vector<float> v = to_floats(out);
@@ -270,7 +270,7 @@ TEST(QuantWeight, PerTensorDequantizeRoundsToF16) {
   Tensor q3 = Tensor::empty({2, 3, 4}, DType::kE4M3FNUZ);
   for (int i = 0; i < 24; ++i) static_cast<uint8_t*>(q3.data_ptr())[i] = uint8_t(0x30 + i);
   const Tensor t = q3.transpose(0, 2);
-  const std::vector<float> tv = to_floats(ops::per_tensor_dequantize(t, Tensor::scalar_f32(0.5f)));
+  const std::vector<float> tv = to_floats(ops::per_tensor_dequantize(cpu_ctx(), t, Tensor::scalar_f32(0.5f)));
   const std::vector<uint8_t> tb = to_bytes(t);
   for (size_t i = 0; i < tb.size(); ++i) EXPECT_EQ(tv[i], e4m3fnuz_bits_to_float(tb[i]) * 0.5f);
 }

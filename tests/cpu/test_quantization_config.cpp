@@ -7,6 +7,8 @@
 #include <string>
 #include <typeinfo>
 
+#include <nlohmann/json.hpp>
+
 #include "expect_error.h"
 #include "fp8kit/error.h"
 #include "fp8kit/layers/fp8_config.h"

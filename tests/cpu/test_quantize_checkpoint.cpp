@@ -267,7 +267,7 @@ TEST(QuantizeCheckpoint, IgnoreRules) {
   EXPECT_TRUE(inspect_checkpoint(root + "/c").problems.empty());
   o.ignore = {"re:("};
   expect_error_containing([&] { quantize_checkpoint(in, root + "/d", o); }, ErrorCode::kInvalidArgument,
-               "--ignore re:(: invalid regular expression");
+               "--ignore pattern '(' is not a regular expression fp8kit can match (missing closing parenthesis at offset 1)");
 }
 
 TEST(QuantizeCheckpoint, LmHeadOnRequest) {

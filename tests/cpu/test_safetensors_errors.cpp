@@ -65,7 +65,7 @@ TEST_F(SafetensorsErrors, MissingFile) {
 }
 
 TEST_F(SafetensorsErrors, Directory) {
-  EXPECT_EQ(error_message([&] { SafetensorsFile::open(dir_); }), dir_ + ": not a regular file");
+  EXPECT_EQ(error_message([&] { SafetensorsFile::open(dir_); }), dir_ + ": a directory, not a regular file");
 }
 
 TEST_F(SafetensorsErrors, EmptyFile) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_error.h"
+#include "test_context.h"
 #include "fp8kit/ops/gemm.h"
 #include "gemm_test_util.h"
 
@@ -29,7 +30,7 @@ TEST(WeightOnly, HandComputed) {
   bias.data<BFloat16>()[0] = float_to_bf16(1);
   bias.data<BFloat16>()[1] = float_to_bf16(-1);
   o.bias = bias;
-  const Tensor y = ops::weight_only_mm(x, w, Tensor::from_vector(std::vector<float>{2, 0.25f}), o);
+  const Tensor y = ops::weight_only_mm(cpu_ctx(), x, w, Tensor::from_vector(std::vector<float>{2, 0.25f}), o);
   EXPECT_EQ(bf16_to_float(y.data<BFloat16>()[0]), 5.0f);
   EXPECT_EQ(bf16_to_float(y.data<BFloat16>()[1]), 0.5f);
 }
@@ -54,8 +55,8 @@ TEST(WeightOnly, EveryScalingMatchesFp64) {
   for (const Case& c : cases) {
     WeightOnlyMmOptions o;
     o.block = c.block;
-    const Tensor y = ops::weight_only_mm(x, w, c.scale, o);
-    const Tensor y_kn = ops::weight_only_mm(x, w.t(), c.scale, o);  // the column-major view
+    const Tensor y = ops::weight_only_mm(cpu_ctx(), x, w, c.scale, o);
+    const Tensor y_kn = ops::weight_only_mm(cpu_ctx(), x, w.t(), c.scale, o);  // the column-major view
     EXPECT_EQ(std::memcmp(y.data_ptr(), y_kn.data_ptr(), y.nbytes()), 0) << c.name;
     const auto* wq = static_cast<const uint8_t*>(w.data_ptr());
     double worst = 0;
@@ -78,14 +79,14 @@ TEST(WeightOnly, EveryScalingMatchesFp64) {
 
 TEST(WeightOnly, Errors) {
   const Tensor x = Tensor::zeros({2, 32}, DType::kBF16), w = Tensor::zeros({8, 32}, DType::kE4M3FN);
-  expect_invalid([&] { ops::weight_only_mm(Tensor::zeros({2, 32}, DType::kF32), w, Tensor::scalar_f32(1)); },
+  expect_invalid([&] { ops::weight_only_mm(cpu_ctx(), Tensor::zeros({2, 32}, DType::kF32), w, Tensor::scalar_f32(1)); },
                  "weight_only_mm: `x` must be bf16 or f16, got f32[2, 32] on cpu");
-  expect_invalid([&] { ops::weight_only_mm(x, w, Tensor::zeros({3}, DType::kF32)); },
+  expect_invalid([&] { ops::weight_only_mm(cpu_ctx(), x, w, Tensor::zeros({3}, DType::kF32)); },
                  "weight_only_mm: `w_scale` must hold one scale, one per output channel ([N] or [N, 1], N = 8), or "
                  "block scales with options.block; got f32[3] on cpu");
   WeightOnlyMmOptions o;
   o.block = std::make_pair(128, 128);
-  expect_invalid([&] { ops::weight_only_mm(x, w, Tensor::zeros({2, 2}, DType::kF32), o); },
+  expect_invalid([&] { ops::weight_only_mm(cpu_ctx(), x, w, Tensor::zeros({2, 2}, DType::kF32), o); },
                  "weight_only_mm: `w_scale` must be [ceil(N / block_n), ceil(K / block_k)] = [1, 1], got f32[2, 2] on cpu");
 }
 

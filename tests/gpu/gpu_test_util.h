@@ -16,6 +16,7 @@
 
 #include "cpu/test_quant_util.h"
 #include "fp8kit/platform.h"
+#include "fp8kit/runtime/forward_context.h"
 #include "fp8kit/tensor.h"
 
 namespace fp8kit::gpu_test {
@@ -166,6 +167,38 @@ inline void poison_next_allocations(const std::vector<size_t>& nbytes, uint8_t b
     for (int i = 0; i < copies; ++i) blocks.push_back(poisoned({int64_t(n)}, DType::kU8, Device::cuda(0), byte));
   }
   device_synchronize(0);
+}
+
+// The context of a tensor's device: the CPU, or cuda:0 on the legacy default stream; nothing
+// overridden. (The CUDA one is never destroyed: its workspace must not outlive the CUDA runtime.)
+inline const ForwardContext& cuda_ctx() {
+  static const ForwardContext* cuda = new ForwardContext(Device::cuda(0));
+  return *cuda;
+}
+inline const ForwardContext& ctx_of(const Tensor& t) {
+  static const ForwardContext cpu;
+  return t.device().is_cuda() ? cuda_ctx() : cpu;
+}
+
+// A cuda:0 context whose workspace holds `nbytes` of `byte` (0xFF: NaN codes) before an op runs,
+// so that scratch an op reads before writing shows up in its result. Size it above what the op
+// takes: more would come in a second, unpoisoned buffer.
+inline ForwardContext poisoned_context(size_t nbytes, const Overrides& overrides = {}, uint8_t byte = kPoisonCodes) {
+  ForwardContext ctx(Device::cuda(0), overrides);
+  ctx.workspace().take({int64_t(nbytes)}, DType::kU8).fill_bytes_(byte);
+  ctx.workspace().reset();
+  device_synchronize(0);
+  return ctx;
+}
+
+// Overrides from FP8KIT_* style name/value pairs (cases that name their knobs as strings).
+inline Overrides overrides_of(const std::vector<std::pair<const char*, const char*>>& values) {
+  return Overrides::parse([&](const char* name) -> const char* {
+    for (const auto& [n, v] : values) {
+      if (std::string(n) == name) return v;
+    }
+    return nullptr;
+  });
 }
 
 }  // namespace fp8kit::gpu_test

@@ -51,23 +51,6 @@ namespace {
 using namespace moe_test;
 const Device kGpu = Device::cuda(0);
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (value != nullptr && value[0] != '\0') {
-      setenv(name, value, 1);
-      set_ = true;
-    }
-  }
-  ~ScopedEnv() {
-    if (set_) unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool set_ = false;
-};
-
 struct MoeCase {
   std::string name;
   int64_t m = 1, h = 256, inter = 128, e = 8, top_k = 2;
@@ -163,24 +146,36 @@ Inputs device_inputs(const Inputs& in) {
   return d;
 }
 
-// Runs on the GPU with the output and the pipeline's scratch buffers poisoned (0xFF: NaN).
+Overrides overrides_of(const MoeCase& c) {
+  return gpu_test::overrides_of({{"FP8KIT_MOE_GEMM", c.gemm}, {"FP8KIT_MOE_BLOCK_M", c.block_m}});
+}
+
+// Runs on the GPU with the output and the pipeline's scratch (the context's workspace) poisoned
+// (0xFF: NaN).
 Tensor run_gpu(const MoeCase& c, const Inputs& dev) {
-  ScopedEnv gemm("FP8KIT_MOE_GEMM", c.gemm), block_m("FP8KIT_MOE_BLOCK_M", c.block_m);
   const size_t es = dtype_size(c.dtype);
   const int64_t chunk = dev.options.chunk_size > 0 ? std::min(dev.options.chunk_size, c.m) : c.m;
   const int64_t slots = chunk * c.top_k;
+  // What the CUDA path takes a chunk: C1/C3 and C2 in the model dtype, the quantized C2 and the
+  // sorted rows of x with their scales, for up to a block of 128 more rows per expert (the sorted
+  // path), and K-split partials; with a quarter to spare.
+  const size_t rows = size_t(slots + 128 * (c.e + 1));
+  const size_t h = size_t(c.h), inter = size_t(c.inter);
+  const size_t per_row = std::max(2 * inter, h) * es + inter * es + inter + h + 8 * (inter + h) / 128 + 16;
+  const size_t scratch = (rows * per_row + size_t(slots) * h * 4 * 8 + (size_t(8) << 20)) * 5 / 4;
+  const ForwardContext ctx = gpu_test::poisoned_context(scratch, overrides_of(c));
   if (c.inplace) {
     Inputs d = dev;
     d.x = dev.x.clone();
     d.options.inplace = true;
-    const Tensor y = run(d);
+    const Tensor y = run(d, ctx);
     EXPECT_EQ(y.data_ptr(), d.x.data_ptr()) << c.name << ": inplace must return hidden_states";
     return y.to(Device::cpu());
   }
-  gpu_test::poison_next_allocations({size_t(c.m * c.h) * es, size_t(slots * std::max(2 * c.inter, c.h)) * es,
-                                     size_t(slots * c.inter) * es},
-                                    0xFF);
-  return run(dev).to(Device::cpu());
+  gpu_test::poison_next_allocations({size_t(c.m * c.h) * es}, 0xFF);
+  const Tensor y = run(dev, ctx).to(Device::cpu());
+  EXPECT_EQ(ctx.workspace().stats().allocations, 1) << c.name << ": the scratch outgrew the poisoned workspace";
+  return y;
 }
 
 // Whether fused_experts takes the wgmma GEMM for `c` on this device.
@@ -189,7 +184,7 @@ bool takes_wgmma(const MoeCase& c) {
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
   const ops::ExpertQuant quant = c.quant == Quant::kFp8 ? ops::ExpertQuant::kFp8W8A8 : ops::ExpertQuant::kUnquantized;
-  return ops::choose_grouped_kernel(quant, 10 * major + minor, c.gemm) == ops::GroupedKernel::kWgmma;
+  return ops::choose_grouped_kernel(quant, 10 * major + minor, overrides_of(c).moe_gemm) == ops::GroupedKernel::kWgmma;
 }
 
 struct Tolerance {

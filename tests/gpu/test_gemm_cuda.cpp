@@ -11,6 +11,7 @@
 #include "cpu/gemm_test_util.h"
 #include "fp8kit/ops/gemm.h"
 #include "fp8kit/ops/quant.h"
+#include "gpu_test_util.h"
 
 namespace fp8kit {
 namespace {
@@ -24,12 +25,21 @@ struct Backend {
   const char* name;  // value of FP8KIT_GEMM_BACKEND, or "" for automatic
 };
 
+// The cuda:0 context the GPU calls run in: nothing overridden, or the backend a ForceBackend in
+// scope names.
+const ForwardContext* g_forced = nullptr;
+const ForwardContext& gpu_ctx() { return g_forced != nullptr ? *g_forced : gpu_test::cuda_ctx(); }
+
 class ForceBackend {
  public:
-  explicit ForceBackend(const char* name) {
-    if (name[0] != '\0') setenv("FP8KIT_GEMM_BACKEND", name, 1);
+  explicit ForceBackend(const char* name)
+      : ctx_(kGpu, gpu_test::overrides_of({{"FP8KIT_GEMM_BACKEND", name}})) {
+    g_forced = &ctx_;
   }
-  ~ForceBackend() { unsetenv("FP8KIT_GEMM_BACKEND"); }
+  ~ForceBackend() { g_forced = nullptr; }
+
+ private:
+  ForwardContext ctx_;
 };
 
 // The wgmma kernel runs on sm_90 only.
@@ -101,7 +111,7 @@ Tensor run_gpu(const Problem& p) {
   o.output.fill_bytes_(0xff);
   Tensor sa = p.sa.to(kGpu);
   if (p.block) sa = p.sa.contiguous().t().contiguous().to(kGpu).t();  // keep the column-major layout
-  return ops::scaled_mm(p.a.to(kGpu), p.b.to(kGpu), sa, p.sb.to(kGpu), o).to(Device::cpu());
+  return ops::scaled_mm(gpu_ctx(), p.a.to(kGpu), p.b.to(kGpu), sa, p.sb.to(kGpu), o).to(Device::cpu());
 }
 
 Tensor run_cpu(const Problem& p) {
@@ -109,7 +119,7 @@ Tensor run_cpu(const Problem& p) {
   o.out_dtype = p.out;
   o.block = p.block;
   o.bias = p.bias;
-  return ops::scaled_mm(p.a, p.b, p.sa, p.sb, o);
+  return ops::scaled_mm(gpu_test::ctx_of(p.a), p.a, p.b, p.sa, p.sb, o);
 }
 
 // The sum of |terms| of every output element, sum_k |a b| * sa * sb (per K-block for block
@@ -196,11 +206,11 @@ TEST(GemmCuda, RaggedAndMisalignedShapesTakeTheGenericKernel) {
   const Tensor b_gpu = p.b.to(kGpu).narrow(1, 0, 128).contiguous().t();
   ScaledMmOptions o;
   o.out_dtype = DType::kF32;
-  const Tensor got = ops::scaled_mm(a_gpu, b_gpu, p.sa.to(kGpu), p.sb.to(kGpu), o).to(Device::cpu());
+  const Tensor got = ops::scaled_mm(gpu_ctx(), a_gpu, b_gpu, p.sa.to(kGpu), p.sb.to(kGpu), o).to(Device::cpu());
   Problem narrowed = p;
   narrowed.a = p.a.narrow(1, 0, 128).contiguous();
   narrowed.b = p.b.narrow(1, 0, 128).contiguous();
-  const Tensor want = ops::scaled_mm(narrowed.a, narrowed.b, p.sa, p.sb, o);
+  const Tensor want = ops::scaled_mm(gpu_test::ctx_of(narrowed.a), narrowed.a, narrowed.b, p.sa, p.sb, o);
   expect_close(got, want, term_magnitudes(narrowed), "strided a, column-major b");
 }
 
@@ -315,14 +325,14 @@ TEST(GemmCuda, QuantizedLinearQualityAgainstBf16) {
   for (int64_t i = 0; i < n * k; ++i) w.data<BFloat16>()[i] = float_to_bf16(0.02f * nd(rng));
   ops::PerTokenGroupQuantOptions g;
   g.column_major_scales = true;
-  const ops::QuantResult xq = ops::per_token_group_quant(x.to(kGpu), g);
-  const ops::QuantResult wq = ops::quantize_weight_block(w.to(kGpu), 128, 128);
+  const ops::QuantResult xq = ops::per_token_group_quant(gpu_ctx(), x.to(kGpu), g);
+  const ops::QuantResult wq = ops::quantize_weight_block(gpu_ctx(), w.to(kGpu), 128, 128);
   ScaledMmOptions o;
   o.out_dtype = DType::kF32;
   o.block = std::make_pair(128, 128);
   for (const Backend backend : backends()) {
     ForceBackend force(backend.name);
-    const Tensor y = ops::scaled_mm(xq.q, wq.q, xq.scale, wq.scale, o).to(Device::cpu());
+    const Tensor y = ops::scaled_mm(gpu_ctx(), xq.q, wq.q, xq.scale, wq.scale, o).to(Device::cpu());
     double num = 0, den = 0;
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
@@ -365,7 +375,7 @@ TEST(GemmCuda, WgmmaPersistentTilesAndTails) {
   o.bias = wide.bias.to(kGpu);
   o.output = Tensor::empty({m, 257}, DType::kF32, kGpu);
   o.output.fill_bytes_(0xff);
-  const Tensor got = ops::scaled_mm(a_gpu, b_gpu, wide.sa.to(kGpu), wide.sb.to(kGpu), o).to(Device::cpu());
+  const Tensor got = ops::scaled_mm(gpu_ctx(), a_gpu, b_gpu, wide.sa.to(kGpu), wide.sb.to(kGpu), o).to(Device::cpu());
   Problem narrowed = wide;
   narrowed.a = wide.a.narrow(1, 0, k).contiguous();
   narrowed.b = wide.b.narrow(1, 0, k).contiguous();
@@ -404,7 +414,7 @@ TEST(GemmCuda, DecodeKernelTilesSplitsAndTails) {
     o.bias = wide.bias.to(kGpu);
     o.output = Tensor::empty({m, n}, DType::kF32, kGpu);
     o.output.fill_bytes_(0xff);
-    const Tensor got = ops::scaled_mm(wide.a.to(kGpu).narrow(1, 0, k), wide.b.to(kGpu).narrow(1, 0, k),
+    const Tensor got = ops::scaled_mm(gpu_ctx(), wide.a.to(kGpu).narrow(1, 0, k), wide.b.to(kGpu).narrow(1, 0, k),
                                       wide.sa.to(kGpu), wide.sb.to(kGpu), o)
                            .to(Device::cpu());
     Problem narrowed = wide;

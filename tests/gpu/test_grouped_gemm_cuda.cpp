@@ -169,7 +169,7 @@ std::vector<float> run_gpu(const GemmCase& c, const Problem& p, Kernel kern) {
   const int64_t slots = c.rows * c.top_k;
   const Tensor ids = Tensor::from_vector(p.ids, Shape{c.rows, c.top_k}).to(Device::cuda(0));
   const Tensor map = c.ep_local > 0 ? gpu_i32(p.expert_map) : Tensor();
-  const ops::MoeAlignResult align = ops::moe_align_block_size(ids, c.block_m, c.e, map);
+  const ops::MoeAlignResult align = ops::moe_align_block_size(gpu_test::ctx_of(ids), ids, c.block_m, c.e, map);
   const Tensor a = gpu_codes(p.a, Shape{c.rows, c.k});
   const Tensor b = gpu_codes(p.b, Shape{p.experts_local, c.n, c.k});
   const Tensor a_scale = gpu_f32(p.a_scale), b_scale = gpu_f32(p.b_scale), weights = gpu_f32(p.weights);

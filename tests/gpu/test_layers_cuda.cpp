@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "fp8kit/layers/fused_moe.h"
+#include "gpu_test_util.h"
 #include "model_loader_test_util.h"
 #include "test_dirs.h"
 
@@ -33,23 +34,18 @@ std::vector<double> values(const Tensor& t) {
   return v;
 }
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
-
 // GPU and CPU loads of `dir`: same processed parameters, outputs within `tolerance` of each other
 // (different GEMM accumulation orders, one bf16 rounding each) and every layer within FP8's error
 // of the BF16 weights.
-void expect_gpu_matches_cpu(const std::string& dir, const std::string& bf16_dir, double tolerance) {
+void expect_gpu_matches_cpu(const std::string& dir, const std::string& bf16_dir, double tolerance,
+                            const Overrides& overrides = {}) {
   LoadOptions on_gpu;
   on_gpu.device = Device::cuda(0);
+  on_gpu.overrides = overrides;
+  LoadOptions on_cpu;
+  on_cpu.overrides = overrides;
   const LoadedModel gpu = load_model(dir, on_gpu);
-  const LoadedModel cpu = load_model(dir);
+  const LoadedModel cpu = load_model(dir, on_cpu);
   for (const char* name : kLayers) {
     SCOPED_TRACE(name);
     LinearBase& g = gpu.linear(name);
@@ -62,8 +58,8 @@ void expect_gpu_matches_cpu(const std::string& dir, const std::string& bf16_dir,
     }
     for (const int64_t m : {1, 5, 64, 200}) {
       const Tensor x = random_bf16({m, c.input_size()}, uint32_t(m));
-      const Tensor yc = c.forward(x);
-      const Tensor yg = g.forward(x.to(Device::cuda(0)));
+      const Tensor yc = c.forward(gpu_test::ctx_of(x), x);
+      const Tensor yg = g.forward(gpu_test::ctx_of(x.to(Device::cuda(0))), x.to(Device::cuda(0)));
       EXPECT_TRUE(yg.device().is_cuda());
       EXPECT_LE(rel_error(yg.to(Device::cpu()), values(yc)), tolerance) << "m " << m;
     }
@@ -91,15 +87,17 @@ TEST(LayersCuda, Bf16CheckpointQuantizedOnline) {
 }
 
 TEST(LayersCuda, ForcedWeightOnly) {
-  ScopedEnv force("FP8KIT_FORCE_WEIGHT_ONLY", "1");
+  Overrides force;
+  force.force_weight_only = true;
   const std::string root = fp8kit::testing::scratch_dir();
   for (const QuantScheme scheme : {QuantScheme::kPerTensor, QuantScheme::kBlock}) {
     const std::string dir = make_fp8(root + (scheme == QuantScheme::kBlock ? "/b" : "/t"), scheme);
     LoadOptions on_gpu;
     on_gpu.device = Device::cuda(0);
+    on_gpu.overrides = force;
     const LoadedModel gpu = load_model(dir, on_gpu);
     EXPECT_EQ(gpu.linear(kLayers[0]).find_parameter("input_scale"), nullptr);
-    expect_gpu_matches_cpu(dir, root + (scheme == QuantScheme::kBlock ? "/b" : "/t") + "/bf16", kGpuVsCpu);
+    expect_gpu_matches_cpu(dir, root + (scheme == QuantScheme::kBlock ? "/b" : "/t") + "/bf16", kGpuVsCpu, force);
   }
 }
 
@@ -132,8 +130,8 @@ TEST(LayersCuda, MoeLayerMatchesTheCpu) {
     for (const int64_t m : {1, 7, 300}) {
       const Tensor x = random_bf16({m, 256}, uint32_t(m));
       const Tensor logits = random_bf16({m, 8}, uint32_t(100 + m));
-      const Tensor yc = c.forward(x.clone(), logits);
-      const Tensor yg = g.forward(x.to(Device::cuda(0)), logits.to(Device::cuda(0)));
+      const Tensor yc = c.forward(gpu_test::ctx_of(x.clone()), x.clone(), logits);
+      const Tensor yg = g.forward(gpu_test::ctx_of(x.to(Device::cuda(0))), x.to(Device::cuda(0)), logits.to(Device::cuda(0)));
       // A one-ulp difference in the bf16 intermediate can move a dynamic activation scale and with
       // it many FP8 codes: the bound is FP8's rounding, far below a wrong expert or weight (~1).
       EXPECT_LE(rel_error(yg.to(Device::cpu()), values(yc)), 0.03) << "m " << m;
@@ -163,8 +161,8 @@ TEST(LayersCuda, MixtralAndDeepSeekMoeLayersMatchTheCpu) {
       for (const int64_t m : {1, 16, 129}) {
         const Tensor x = random_bf16({m, layer->hidden_size()}, uint32_t(m));
         const Tensor logits = random_bf16({m, layer->global_num_experts()}, uint32_t(7 + m));
-        const Tensor yc = layer->forward(x.clone(), logits);
-        const Tensor yg = g.forward(x.to(Device::cuda(0)), logits.to(Device::cuda(0)));
+        const Tensor yc = layer->forward(gpu_test::ctx_of(x.clone()), x.clone(), logits);
+        const Tensor yg = g.forward(gpu_test::ctx_of(x.to(Device::cuda(0))), x.to(Device::cuda(0)), logits.to(Device::cuda(0)));
         EXPECT_LE(rel_error(yg.to(Device::cpu()), values(yc)), 0.03) << "m " << m;
       }
     }

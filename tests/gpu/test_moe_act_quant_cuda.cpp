@@ -33,15 +33,15 @@ const char* scaling_name(ops::ActQuantScaling s) {
 // The two ops on the GPU over the first `used` rows: codes [used, d] and scale(s).
 ops::QuantResult two_ops(bool silu, const Tensor& x, int64_t used, ops::ActQuantScaling scaling, const Tensor& static_scale) {
   const Tensor xs = x.narrow(0, 0, used);
-  const Tensor y = silu ? ops::silu_and_mul(xs) : ops::gelu_and_mul(xs);
+  const Tensor y = silu ? ops::silu_and_mul(ctx_of(xs), xs) : ops::gelu_and_mul(ctx_of(xs), xs);
   if (scaling == ops::ActQuantScaling::kGroup128) {
     ops::PerTokenGroupQuantOptions o;
     o.group_size = 128;
-    return ops::per_token_group_quant(y, o);
+    return ops::per_token_group_quant(ctx_of(y), y, o);
   }
   ops::ScaledFp8QuantOptions o;
   if (scaling == ops::ActQuantScaling::kStaticTensor) o.scale = static_scale;
-  return ops::scaled_fp8_quant(y, o);
+  return ops::scaled_fp8_quant(ctx_of(y), y, o);
 }
 
 // one_launch (dynamic per-tensor): the caller zeroes the scale and a grid counter, and the two
@@ -209,7 +209,7 @@ TEST(MoeActQuantCuda, SiluFastPathIsTheDoubleEvaluationOnEveryGate) {
           x.data<Float16>()[up_at] = float_to_f16(up);
         }
       }
-      const Tensor got = to_host(ops::silu_and_mul(x.to(kGpu)));
+      const Tensor got = to_host(ops::silu_and_mul(ctx_of(x.to(kGpu)), x.to(kGpu)));
       int64_t differ = 0, first = -1;
       for (int64_t i = 0; i < 65536; ++i) {
         const int64_t gate_at = (i / 8) * 16 + i % 8, up_at = gate_at + 8;

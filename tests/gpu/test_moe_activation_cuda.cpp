@@ -85,7 +85,7 @@ void expect_within_ulp(const Case& c, const Tensor& got_dev, const Tensor& want,
 }
 
 Tensor activation(bool silu, const Tensor& x, Tensor out = {}) {
-  return silu ? ops::silu_and_mul(x, std::move(out)) : ops::gelu_and_mul(x, std::move(out));
+  return silu ? ops::silu_and_mul(ctx_of(x), x, std::move(out)) : ops::gelu_and_mul(ctx_of(x), x, std::move(out));
 }
 
 TEST(MoeActivationCuda, MatchesTheReference) {
@@ -135,9 +135,9 @@ TEST(MoeSumCuda, BitExactForEveryTopK) {
         const Case c{"moe_sum", {m, top_k, d}, dtype, dtype, seed, ""};
         const Tensor input = random_tensor({m, top_k, d}, dtype, seed);
         Tensor want = Tensor::empty({m, d}, dtype);
-        ops::moe_sum(input, want);
+        ops::moe_sum(ctx_of(input), input, want);
         Tensor got = poisoned({m, d}, dtype, kGpu, 0xFF);
-        ops::moe_sum(input.to(kGpu), got);
+        ops::moe_sum(ctx_of(input.to(kGpu)), input.to(kGpu), got);
         expect_same_tensor(c, "out", to_host(got), want);
       }
     }

@@ -57,9 +57,9 @@ TEST(MoeRoutingCuda, FusedTopkMatchesReference) {
             const Tensor logits = make_logits(m, e, dtype, pattern, seed);
             const Tensor hidden = Tensor::zeros({m, 1}, DType::kF32);
             const DType ids_dtype = (m & 1) ? DType::kI32 : DType::kI64;
-            const auto want = ops::fused_topk(hidden, logits, topk, renormalize, ids_dtype);
+            const auto want = ops::fused_topk(ctx_of(hidden), hidden, logits, topk, renormalize, ids_dtype);
             poison_topk_outputs(m, topk);
-            const auto got = ops::fused_topk(hidden.to(kCuda), logits.to(kCuda), topk, renormalize, ids_dtype);
+            const auto got = ops::fused_topk(ctx_of(hidden.to(kCuda)), hidden.to(kCuda), logits.to(kCuda), topk, renormalize, ids_dtype);
             expect_same_result(c, got, want);
             if (::testing::Test::HasFailure()) return;
           }
@@ -96,11 +96,11 @@ TEST(MoeRoutingCuda, GroupedTopkMatchesReference) {
                 const Tensor logits = make_logits(m, s.e, dtype, pattern, seed);
                 const Tensor hidden = Tensor::zeros({m, 1}, DType::kF32);
                 const bool renormalize = (seed & 1) != 0;
-                const auto want = ops::grouped_topk(hidden, logits, topk, renormalize, o);
+                const auto want = ops::grouped_topk(ctx_of(hidden), hidden, logits, topk, renormalize, o);
                 ops::GroupedTopkOptions od = o;
                 if (bias_kind > 0) od.e_score_correction_bias = o.e_score_correction_bias.to(kCuda);
                 poison_topk_outputs(m, topk);
-                const auto got = ops::grouped_topk(hidden.to(kCuda), logits.to(kCuda), topk, renormalize, od);
+                const auto got = ops::grouped_topk(ctx_of(hidden.to(kCuda)), hidden.to(kCuda), logits.to(kCuda), topk, renormalize, od);
                 expect_same_result(c, got, want);
                 if (::testing::Test::HasFailure()) return;
               }
@@ -134,10 +134,10 @@ TEST(MoeRoutingCuda, MoeAlignBlockSizeMatchesReference) {
               const Case c{"moe_align_block_size", {m, topk}, host_ids.dtype(), DType::kI32, seed,
                            "E " + std::to_string(e) + " block " + std::to_string(bs) + (skew ? " skewed" : "") +
                                (with_map ? " expert_map" : "")};
-              const auto want = ops::moe_align_block_size(host_ids, bs, e, map, (seed & 2) != 0);
+              const auto want = ops::moe_align_block_size(ctx_of(host_ids), host_ids, bs, e, map, (seed & 2) != 0);
               const int64_t max_padded = want.sorted_token_ids.numel();
               poison_next_allocations({size_t(max_padded * 4), size_t(want.expert_ids.numel() * 4), 4});
-              const auto got = ops::moe_align_block_size(host_ids.to(kCuda), bs, e,
+              const auto got = ops::moe_align_block_size(ctx_of(host_ids.to(kCuda)), host_ids.to(kCuda), bs, e,
                                                          with_map ? map.to(kCuda) : Tensor(), (seed & 2) != 0);
               expect_same_tensor(c, "sorted_token_ids", got.sorted_token_ids, want.sorted_token_ids);
               expect_same_tensor(c, "expert_ids", got.expert_ids, want.expert_ids);
@@ -183,14 +183,14 @@ TEST(MoeRoutingCuda, EplbMatchesReference) {
       o.expert_load_view = Tensor::zeros({load_size}, DType::kI64);
       const Tensor logits = make_logits(m, kLogical, DType::kBF16, Pattern::kRandom, seed);
       const Tensor hidden = Tensor::zeros({m, 1}, DType::kF32);
-      const auto want = ops::select_experts(hidden, logits, o);
+      const auto want = ops::select_experts(ctx_of(hidden), hidden, logits, o);
 
       ops::SelectExpertsOptions od = o;
       od.logical_to_physical_map = o.logical_to_physical_map.to(kCuda);
       od.logical_replica_count = o.logical_replica_count.to(kCuda);
       if (with_map) od.expert_map = o.expert_map.to(kCuda);
       od.expert_load_view = Tensor::zeros({load_size}, DType::kI64, kCuda);
-      const auto got = ops::select_experts(hidden.to(kCuda), logits.to(kCuda), od);
+      const auto got = ops::select_experts(ctx_of(hidden.to(kCuda)), hidden.to(kCuda), logits.to(kCuda), od);
       const Case c{"select_experts eplb", {m, kLogical}, DType::kBF16, DType::kI64, seed,
                    with_map ? "expert_map" : "no map"};
       expect_same_result(c, got, want);

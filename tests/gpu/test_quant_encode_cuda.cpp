@@ -15,10 +15,10 @@ void check_static_scale_one(const Tensor& x, const std::string& detail) {
     ops::ScaledFp8QuantOptions o;
     o.out_dtype = out;
     o.scale = Tensor::scalar_f32(1.0f);
-    const ops::QuantResult want = ops::scaled_fp8_quant(x, o);
+    const ops::QuantResult want = ops::scaled_fp8_quant(ctx_of(x), x, o);
     o.scale = o.scale.to(Device::cuda(0));
     o.output = poisoned(x.shape(), out, Device::cuda(0), kPoisonCodes);
-    const ops::QuantResult got = ops::scaled_fp8_quant(x.to(Device::cuda(0)), o);
+    const ops::QuantResult got = ops::scaled_fp8_quant(ctx_of(x.to(Device::cuda(0))), x.to(Device::cuda(0)), o);
     expect_same_tensor({"quantize_fp8x4 (static, scale 1)", x.shape(), x.dtype(), out, 0, detail}, "codes", got.q,
                        want.q);
   }

@@ -170,6 +170,7 @@ TEST(QuantGroupCuda, EdgeCases) {
 TEST(QuantGroupCuda, PublicOpMatchesCpu) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const ForwardContext on_stream(Device::cuda(0), {}, Stream{stream});
   const uint32_t seed = next_seed();
   const Tensor x = random_tensor({5, 3, 512}, DType::kBF16, seed);
   const Tensor x_d = x.to(Device::cuda(0));
@@ -177,11 +178,10 @@ TEST(QuantGroupCuda, PublicOpMatchesCpu) {
     const Tensor xh = transposed ? x.transpose(0, 1) : x;  // [3, 5, 512] that does not collapse
     const Tensor xd = transposed ? x_d.transpose(0, 1) : x_d;
     ops::PerTokenGroupQuantOptions o;
-    o.stream = Stream{stream};
-    const ops::QuantResult want = ops::per_token_group_quant(xh, o);
+    const ops::QuantResult want = ops::per_token_group_quant(ctx_of(xh), xh, o);
     poison_next_allocations({size_t(xh.numel()), size_t(xh.numel() / 128 * 4)});
-    const ops::QuantResult got = ops::per_token_group_quant(xd, o);
-    stream_synchronize(o.stream);
+    const ops::QuantResult got = ops::per_token_group_quant(on_stream, xd, o);
+    stream_synchronize(on_stream.stream());
     const Case c{"per_token_group_quant (public)",
                  xh.shape(),
                  DType::kBF16,
@@ -196,12 +196,11 @@ TEST(QuantGroupCuda, PublicOpMatchesCpu) {
     ops::PerTokenGroupQuantOptions o;
     o.column_major_scales = true;
     o.tma_aligned_scales = true;
-    o.stream = Stream{stream};
     o.output = poisoned({m, 384}, DType::kE4M3FN, Device::cuda(0), kPoisonCodes);
-    const ops::QuantResult got = ops::per_token_group_quant(x2.to(Device::cuda(0)), o);
-    stream_synchronize(o.stream);
+    const ops::QuantResult got = ops::per_token_group_quant(on_stream, x2.to(Device::cuda(0)), o);
+    stream_synchronize(on_stream.stream());
     o.output = Tensor();
-    const ops::QuantResult want = ops::per_token_group_quant(x2, o);
+    const ops::QuantResult want = ops::per_token_group_quant(ctx_of(x2), x2, o);
     const Case c{"per_token_group_quant (public, TMA-aligned)", {m, 384}, DType::kF16, DType::kE4M3FN, seed, ""};
     EXPECT_EQ(got.scale.strides(), want.scale.strides());
     EXPECT_EQ(got.scale.strides(), (Shape{1, (m + 3) / 4 * 4}));

@@ -312,23 +312,22 @@ TEST(QuantScaledCuda, CapturesIntoACudaGraph) {
   cudaStream_t stream = nullptr;
   FP8KIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const Stream s{stream};
+  const ForwardContext on_stream(Device::cuda(0), {}, s);
   const int64_t m = 64, k = 4096;
   Tensor x_d = Tensor::empty({m, k}, DType::kBF16, Device::cuda(0));
   ops::ScaledFp8QuantOptions per_tensor, per_token;
-  per_tensor.stream = s;
-  per_token.stream = s;
   per_token.use_per_token_if_dynamic = true;
   {
     // Warm-up: kernels loaded and occupancy queried, and both results' blocks cached by the
     // allocator, so the capture allocates without cudaMalloc.
-    const ops::QuantResult wa = ops::scaled_fp8_quant(x_d, per_tensor);
-    const ops::QuantResult wb = ops::scaled_fp8_quant(x_d, per_token);
+    const ops::QuantResult wa = ops::scaled_fp8_quant(on_stream, x_d, per_tensor);
+    const ops::QuantResult wb = ops::scaled_fp8_quant(on_stream, x_d, per_token);
     stream_synchronize(s);
   }
 
   FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  ops::QuantResult a = ops::scaled_fp8_quant(x_d, per_tensor);
-  ops::QuantResult b = ops::scaled_fp8_quant(x_d, per_token);
+  ops::QuantResult a = ops::scaled_fp8_quant(on_stream, x_d, per_tensor);
+  ops::QuantResult b = ops::scaled_fp8_quant(on_stream, x_d, per_token);
   cudaGraph_t graph = nullptr;
   FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
@@ -344,8 +343,8 @@ TEST(QuantScaledCuda, CapturesIntoACudaGraph) {
     stream_synchronize(s);
     ops::ScaledFp8QuantOptions cpu_token;
     cpu_token.use_per_token_if_dynamic = true;
-    const ops::QuantResult want_a = ops::scaled_fp8_quant(x);
-    const ops::QuantResult want_b = ops::scaled_fp8_quant(x, cpu_token);
+    const ops::QuantResult want_a = ops::scaled_fp8_quant(ctx_of(x), x);
+    const ops::QuantResult want_b = ops::scaled_fp8_quant(ctx_of(x), x, cpu_token);
     const Case c{"scaled_fp8_quant in a CUDA graph", {m, k}, DType::kBF16, DType::kE4M3FN, seed,
                  "replay " + std::to_string(replay)};
     expect_same_tensor(c, "per-tensor codes", a.q, want_a.q);

@@ -375,12 +375,12 @@ TEST(QuantWeightCuda, PublicOpsMatchCpu) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   const Stream s{stream};
+  const ForwardContext on_stream(Device::cuda(0), {}, s);
   const uint32_t seed = next_seed();
   const Tensor w = random_tensor({300, 520}, DType::kBF16, seed);
   const Tensor w_d = w.to(Device::cuda(0));
   const Case c{"weight ops (public)", w.shape(), DType::kBF16, DType::kE4M3FN, seed, ""};
   ops::WeightQuantOptions o;
-  o.stream = s;
   for (bool ue8m0 : {false, true}) {
     o.ue8m0_scales = ue8m0;
     auto check = [&](const ops::QuantResult& got, const ops::QuantResult& want, const std::string& what) {
@@ -389,17 +389,17 @@ TEST(QuantWeightCuda, PublicOpsMatchCpu) {
       expect_same_tensor(c, what + " scales", got.scale, want.scale);
     };
     poison_next_allocations({size_t(w.numel()), 512});
-    check(ops::quantize_weight_per_tensor(w_d, o), ops::quantize_weight_per_tensor(w, o), "per-tensor");
+    check(ops::quantize_weight_per_tensor(on_stream, w_d, o), ops::quantize_weight_per_tensor(ctx_of(w), w, o), "per-tensor");
     poison_next_allocations({size_t(w.numel()), 300 * 4});
-    check(ops::quantize_weight_per_channel(w_d, o), ops::quantize_weight_per_channel(w, o), "per-channel");
+    check(ops::quantize_weight_per_channel(on_stream, w_d, o), ops::quantize_weight_per_channel(ctx_of(w), w, o), "per-channel");
     poison_next_allocations({size_t(w.numel()), 3 * 5 * 4});
-    const ops::QuantResult blocks_d = ops::quantize_weight_block(w_d, 128, 128, o);
-    const ops::QuantResult blocks = ops::quantize_weight_block(w, 128, 128, o);
+    const ops::QuantResult blocks_d = ops::quantize_weight_block(on_stream, w_d, 128, 128, o);
+    const ops::QuantResult blocks = ops::quantize_weight_block(ctx_of(w), w, 128, 128, o);
     check(blocks_d, blocks, "128x128 blocks");
     // Round trips through the public dequantize.
     poison_next_allocations({size_t(w.numel()) * 2});
-    const Tensor deq_d = ops::dequantize_weight(blocks_d.q, blocks_d.scale, DType::kBF16, std::make_pair(128, 128), s);
-    const Tensor deq = ops::dequantize_weight(blocks.q, blocks.scale, DType::kBF16, std::make_pair(128, 128), s);
+    const Tensor deq_d = ops::dequantize_weight(on_stream, blocks_d.q, blocks_d.scale, DType::kBF16, std::make_pair(128, 128));
+    const Tensor deq = ops::dequantize_weight(ctx_of(blocks.q), blocks.q, blocks.scale, DType::kBF16, std::make_pair(128, 128));
     stream_synchronize(s);
     expect_same_tensor(c, "dequantized", deq_d, deq);
   }
@@ -409,22 +409,22 @@ TEST(QuantWeightCuda, PublicOpsMatchCpu) {
   const Tensor q3_d = q3_base.to(Device::cuda(0)).transpose(0, 1);
   const Tensor scale = Tensor::scalar_f32(0.37f);
   poison_next_allocations({size_t(q3.numel()) * 2});
-  const Tensor pd = ops::per_tensor_dequantize(q3_d, scale.to(Device::cuda(0)), s);
+  const Tensor pd = ops::per_tensor_dequantize(on_stream, q3_d, scale.to(Device::cuda(0)));
   stream_synchronize(s);
-  expect_same_tensor(c, "per_tensor_dequantize", pd, ops::per_tensor_dequantize(q3, scale));
+  expect_same_tensor(c, "per_tensor_dequantize", pd, ops::per_tensor_dequantize(ctx_of(q3), q3, scale));
   // requantize and fnuz.
   const Tensor q = random_codes({96, 64}, seed).view_as(DType::kE4M3FN);
   const std::vector<float> shard_scales = {0.01f, 0.02f, 0.015f};
   Tensor q_h = q.clone(), q_d = q.to(Device::cuda(0));
   const ops::RequantizeResult rq_d =
-      ops::requantize_with_max_scale(q_d, Tensor::from_vector(shard_scales).to(Device::cuda(0)), {32, 32, 32}, s);
-  const ops::RequantizeResult rq = ops::requantize_with_max_scale(q_h, Tensor::from_vector(shard_scales), {32, 32, 32});
+      ops::requantize_with_max_scale(on_stream, q_d, Tensor::from_vector(shard_scales).to(Device::cuda(0)), {32, 32, 32});
+  const ops::RequantizeResult rq = ops::requantize_with_max_scale(ctx_of(q_h), q_h, Tensor::from_vector(shard_scales), {32, 32, 32});
   stream_synchronize(s);
   expect_same_tensor(c, "requantized weight", rq_d.weight, rq.weight);
   expect_same_tensor(c, "max scale", rq_d.max_scale, rq.max_scale);
   const ops::FnuzResult f_d =
-      ops::normalize_e4m3fn_to_e4m3fnuz(q_d, rq_d.max_scale, Tensor::scalar_f32(0.5f).to(Device::cuda(0)), s);
-  const ops::FnuzResult f = ops::normalize_e4m3fn_to_e4m3fnuz(q_h, rq.max_scale, Tensor::scalar_f32(0.5f));
+      ops::normalize_e4m3fn_to_e4m3fnuz(on_stream, q_d, rq_d.max_scale, Tensor::scalar_f32(0.5f).to(Device::cuda(0)));
+  const ops::FnuzResult f = ops::normalize_e4m3fn_to_e4m3fnuz(ctx_of(q_h), q_h, rq.max_scale, Tensor::scalar_f32(0.5f));
   stream_synchronize(s);
   expect_same_tensor(c, "fnuz weight", f_d.weight, f.weight);
   expect_same_tensor(c, "fnuz weight scale", f_d.weight_scale, f.weight_scale);

@@ -9,13 +9,17 @@
 
 #include "cpu/gemm_test_util.h"
 #include "fp8kit/ops/gemm.h"
+#include "gpu_test_util.h"
 
 namespace fp8kit {
 namespace {
 
 using namespace gemm_test;
 
-void check_against_reference(const char* kernels) {
+void check_against_reference(const char* kernels, WeightOnlyGemmOverride forced = WeightOnlyGemmOverride::kAuto) {
+  Overrides overrides;
+  overrides.weight_only_gemm = forced;
+  const ForwardContext gpu_ctx(Device::cuda(0), overrides);
   std::mt19937 rng(31);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const Device gpu = Device::cuda(0);
@@ -56,12 +60,12 @@ void check_against_reference(const char* kernels) {
           else bias.data<Float16>()[j] = float_to_f16(nd(rng));
         }
         o.bias = bias;
-        const Tensor want = ops::weight_only_mm(x, w, scale, o);
+        const Tensor want = ops::weight_only_mm(gpu_test::ctx_of(x), x, w, scale, o);
         ops::WeightOnlyMmOptions og = o;
         og.bias = bias.to(gpu);
         og.output = Tensor::empty({m, n}, act, gpu);
         og.output.fill_bytes_(0xff);  // NaN
-        const Tensor got = ops::weight_only_mm(x.to(gpu), w.to(gpu), scale.to(gpu), og).to(Device::cpu());
+        const Tensor got = ops::weight_only_mm(gpu_ctx, x.to(gpu), w.to(gpu), scale.to(gpu), og).to(Device::cpu());
         const double unit = act == DType::kBF16 ? 8e-3 : 1e-3;
         int64_t bad = 0;
         for (int64_t i = 0; i < m * n; ++i) {
@@ -78,25 +82,21 @@ void check_against_reference(const char* kernels) {
 TEST(WeightOnlyCuda, MatchesTheReference) { check_against_reference("default"); }
 
 TEST(WeightOnlyCuda, TiledKernelMatchesTheReferenceAtEveryM) {
-  setenv("FP8KIT_WEIGHT_ONLY_GEMM", "tiled", 1);
-  check_against_reference("tiled");
-  unsetenv("FP8KIT_WEIGHT_ONLY_GEMM");
+  check_against_reference("tiled", WeightOnlyGemmOverride::kTiled);
 }
 
-TEST(WeightOnlyCuda, UnknownKernelChoiceIsAnError) {
-  setenv("FP8KIT_WEIGHT_ONLY_GEMM", "fast", 1);
+// The kernel choice is plan_weight_only_mm's (tests/cpu/test_gemm_config.cpp), its knob parsed by
+// Overrides::parse (tests/cpu/test_overrides.cpp); a CPU context on a CUDA tensor is an error.
+TEST(WeightOnlyCuda, ContextOfAnotherDeviceIsAnError) {
   const Device gpu = Device::cuda(0);
   const Tensor x = Tensor::zeros({2, 16}, DType::kBF16, gpu);
   const Tensor w = Tensor::zeros({16, 16}, DType::kE4M3FN, gpu);
   const Tensor scale = Tensor::scalar_f32(1.0f).to(gpu);
-  EXPECT_THROW(ops::weight_only_mm(x, w, scale, {}), Error);
-  unsetenv("FP8KIT_WEIGHT_ONLY_GEMM");
+  EXPECT_THROW(ops::weight_only_mm(ForwardContext(), x, w, scale, {}), Error);
 }
 
 TEST(WeightOnlyCuda, CudaCoreKernelsMatchTheReference) {
-  setenv("FP8KIT_WEIGHT_ONLY_GEMM", "cuda_core", 1);
-  check_against_reference("CUDA-core");
-  unsetenv("FP8KIT_WEIGHT_ONLY_GEMM");
+  check_against_reference("CUDA-core", WeightOnlyGemmOverride::kCudaCore);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -18,8 +19,11 @@ class BaseKVCacheMethod;
 struct AttentionOptions {
   std::string kv_cache_dtype = "auto";  // auto | fp8 | fp8_e4m3 | fp8_e5m2
   bool calculate_kv_scales = false;     // compute k/v/q scales from the first forward's data
-  const QuantizationConfig* quant_config = nullptr;  // must outlive the layer
+  const QuantizationConfig* quant_config = nullptr;  // only used while the layer is built
   Device device = Device::cpu();
+  // Ranges of the dynamic scales (vLLM's Q/K/V_SCALE_CONSTANT; Overrides::q/k/v_scale_constant,
+  // which the model loader passes): positive.
+  int q_range = 200, k_range = 200, v_range = 100;
 };
 
 class Attention : public Layer {
@@ -29,7 +33,7 @@ class Attention : public Layer {
   // method leaves the layer without one; any other method is Error(kInternal).
   // Errors (kInvalidArgument; spec texts): "Unknown kv cache dtype: {d}"; with a KV-cache method
   // and fp8_e5m2: "fp8_e5m2 kv-cache is not supported with fp8 checkpoints."; head counts that
-  // are not positive, or num_heads not a multiple of num_kv_heads; a malformed range variable.
+  // are not positive, or num_heads not a multiple of num_kv_heads; a range that is not positive.
   Attention(std::string prefix, int64_t num_heads, int64_t head_size, int64_t num_kv_heads,
             const AttentionOptions& options = {});
 
@@ -43,8 +47,7 @@ class Attention : public Layer {
   // copies. Updates write into these tensors (copy_), so views an engine holds stay current.
   Tensor k_scale, v_scale, q_scale, prob_scale;
   float k_scale_float = 1.0f, v_scale_float = 1.0f;
-  // Ranges of the dynamic scales: FP8KIT_Q_SCALE_CONSTANT / _K_ / _V_ (defaults 200, 200, 100;
-  // positive integers, read when the layer is built).
+  // Ranges of the dynamic scales: AttentionOptions' q/k/v_range.
   int q_range = 200, k_range = 200, v_range = 100;
 
   // --calculate-kv-scales (spec 2.4): q_scale = fl(max|q| / q_range) in f32 over the whole
@@ -82,12 +85,12 @@ class BaseKVCacheMethod : public QuantizeMethod {
 
 class Fp8KVCacheMethod : public BaseKVCacheMethod {
  public:
-  explicit Fp8KVCacheMethod(const Fp8Config& config) : config_(config) {}
+  explicit Fp8KVCacheMethod(std::shared_ptr<const Fp8Config> config) : config_(std::move(config)) {}
   std::string name() const override { return "Fp8KVCacheMethod"; }
-  const Fp8Config& quant_config() const { return config_; }
+  const Fp8Config& quant_config() const { return *config_; }
 
  private:
-  const Fp8Config& config_;
+  std::shared_ptr<const Fp8Config> config_;
 };
 
 // Checkpoint names of KV-cache scales -> the attention parameter they load into (spec 1.13

@@ -10,22 +10,37 @@
 //     serialized per-tensor: static input scales reduced to their max (0-dim), each expert's w1
 //     and w3 requantized to the larger of their two scales (per_tensor_dequantize to f16, then
 //     scaled_fp8_quant with the max), w13_weight_scale [E]. Weight-only (the spec's Marlin path:
-//     a CUDA device below capability 89, or FP8KIT_FORCE_WEIGHT_ONLY=1) then drops the input
+//     a CUDA device below capability 89, or FusedMoEOptions::force_weight_only) then drops the input
 //     scales and keeps the processed weight scales ([E] or block) for 16-bit activations.
 //   apply: select_experts, then ops::fused_experts (use_fp8_w8a8, in place into x), or its
 //     weight-only path (a new tensor; x unchanged).
+// After processing, the method keeps an immutable PreparedFp8MoE that apply reads (no parameter
+// lookup by name on the forward path). The method owns its config.
 // Tested by tests/cpu/test_fp8_moe_method*.cpp and tests/cpu/test_fused_moe_forward.cpp.
 #pragma once
+
+#include <memory>
+#include <optional>
+#include <utility>
 
 #include "fp8kit/layers/quantize_method.h"
 
 namespace fp8kit {
 
+// What apply needs, fixed once the weights are processed.
+struct PreparedFp8MoE {
+  Tensor w13, w2;                // [E, 2I, H], [E, H, I]
+  Tensor w13_scale, w2_scale;    // per-tensor [E], or block scales
+  Tensor a13_scale, a2_scale;    // static activation scales (0-dim) or undefined
+  std::optional<std::pair<int64_t, int64_t>> block;
+  bool weight_only = false;
+};
+
 class Fp8MoEMethod : public FusedMoEMethodBase {
  public:
-  explicit Fp8MoEMethod(const Fp8Config& config);
+  explicit Fp8MoEMethod(std::shared_ptr<const Fp8Config> config);
   std::string name() const override { return "Fp8MoEMethod"; }
-  const Fp8Config& quant_config() const { return config_; }
+  const Fp8Config& quant_config() const { return *config_; }
 
   // Errors (kInvalidArgument; spec texts): "The output_size of gate's and up's weight = {I} is not
   // divisible by weight quantization block_n = {bn}." (every TP size); with tp_size > 1 "The
@@ -36,25 +51,26 @@ class Fp8MoEMethod : public FusedMoEMethodBase {
   // Errors: "QuantConfig has static quantization, but found activation scales are None." when a
   // static layer lacks its input scales. Logs once per process "Found input_scales that are not
   // equal for fp8 MoE layer. Using the maximum across experts for each layer." when they differ.
-  void process_weights_after_loading(FusedMoE& layer) override;
+  void process_weights_after_loading(const ForwardContext& ctx, FusedMoE& layer) override;
   // Weight-only errors (kInvalidArgument): "{activation} not supported for Marlin MoE." and
   // "apply_router_weight_on_input is not supported for Marlin MoE.".
-  Tensor apply(FusedMoE& layer, const Tensor& x, const Tensor& router_logits,
+  Tensor apply(const ForwardContext& ctx, FusedMoE& layer, const Tensor& x, const Tensor& router_logits,
                const FusedMoEApplyOptions& options) override;
 
   bool block_quant() const { return block_quant_; }
   // Whether `layer` gets the weight-only path; create_weights decides it once (weight_only()).
   bool use_weight_only(const FusedMoE& layer) const;
   bool weight_only() const { return weight_only_; }
+  // Set by process_weights_after_loading; Error(kInvalidArgument) before.
+  const PreparedFp8MoE& prepared() const;
 
  private:
-  void process_online(FusedMoE& layer);
-  void process_serialized_per_tensor(FusedMoE& layer);
-
-  const Fp8Config& config_;
+  void process_online(const ForwardContext& ctx, FusedMoE& layer);
+  void process_serialized_per_tensor(const ForwardContext& ctx, FusedMoE& layer);
+  std::shared_ptr<const Fp8Config> config_;
   bool block_quant_ = false;
   bool weight_only_ = false;
-  bool processed_ = false;
+  std::optional<PreparedFp8MoE> prepared_;
 };
 
 namespace detail {

@@ -48,6 +48,8 @@ struct FusedMoEOptions {
   std::string activation = "silu";
   bool apply_router_weight_on_input = false;
   Device device = Device::cpu();
+  // FP8 experts take the weight-only (W8A16) path whatever the device (Overrides::force_weight_only).
+  bool force_weight_only = false;
 };
 
 // One entry of make_expert_params_mapping: (param_prefix, checkpoint name part, physical expert
@@ -121,7 +123,7 @@ class FusedMoE : public Layer {
 
   // The spec's static select_experts: grouped top-k, fused top-k or the custom function, then
   // EPLB when enabled. f32 weights and i32 global expert ids [M, top_k].
-  static ops::TopkResult select_experts(const Tensor& x, const Tensor& router_logits,
+  static ops::TopkResult select_experts(const ForwardContext& ctx, const Tensor& x, const Tensor& router_logits,
                                         const FusedMoEApplyOptions& options);
   // The apply arguments this layer passes to its method (its routing settings and expert map).
   FusedMoEApplyOptions apply_options() const;
@@ -130,9 +132,9 @@ class FusedMoE : public Layer {
   // and unquantized ones write the result into x: pass x.clone() to keep it); the weight-only
   // path returns a new tensor. With TP or EP this is the rank's partial sum: the sum over ranks
   // is the layer's output (the all-reduce of reduce_results).
-  Tensor forward(const Tensor& x, const Tensor& router_logits);
+  Tensor forward(const ForwardContext& ctx, const Tensor& x, const Tensor& router_logits);
   // The method's post-processing, once after loading.
-  void process_weights_after_loading();
+  void process_weights_after_loading(const ForwardContext& ctx);
 
  private:
   FusedMoEOptions options_;

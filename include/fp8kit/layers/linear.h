@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fp8kit/layers/layer.h"
+#include "fp8kit/runtime/forward_context.h"
 
 namespace fp8kit {
 
@@ -25,9 +26,12 @@ class LinearMethodBase;
 struct LinearOptions {
   bool bias = false;
   DType params_dtype = DType::kBF16;                 // the model dtype: weights, bias, outputs
-  const QuantizationConfig* quant_config = nullptr;  // nullptr: unquantized; must outlive the layer
+  const QuantizationConfig* quant_config = nullptr;  // nullptr: unquantized; only used while the layer is built
   ParallelConfig parallel;
   Device device = Device::cpu();
+  // FP8 layers take the weight-only (W8A16) path whatever the device (Overrides::force_weight_only,
+  // vLLM's VLLM_TEST_FORCE_FP8_MARLIN).
+  bool force_weight_only = false;
 };
 
 class LinearBase : public Layer {
@@ -40,12 +44,14 @@ class LinearBase : public Layer {
   const std::vector<int64_t>& output_partition_sizes() const { return output_partition_sizes_; }
   DType params_dtype() const { return params_dtype_; }
   const ParallelConfig& parallel() const { return parallel_; }
+  bool force_weight_only() const { return force_weight_only_; }
   LinearMethodBase& linear_method() const;
 
-  // y[..., N_partition] = method.apply(x[..., K_partition]) (+ bias where this layer adds it).
-  virtual Tensor forward(const Tensor& x);
-  // The method's post-processing (requantization, transposition, ...), once after loading.
-  void process_weights_after_loading();
+  // y[..., N_partition] = method.apply(ctx, x[..., K_partition]) (+ bias where this layer adds it).
+  Tensor forward(const ForwardContext& ctx, const Tensor& x);
+  // The method's post-processing (requantization, transposition, ...), once after loading; then
+  // the bias this rank adds is kept for forward.
+  void process_weights_after_loading(const ForwardContext& ctx);
 
   // Attributes the quantization methods keep on the layer (vLLM sets them on the module).
   std::vector<int64_t> logical_widths;
@@ -66,6 +72,11 @@ class LinearBase : public Layer {
   std::vector<int64_t> output_partition_sizes_;
   DType params_dtype_;
   ParallelConfig parallel_;
+  bool force_weight_only_ = false;
+  Tensor forward_bias_;  // the bias forward adds (undefined: none), set after processing
+
+  // Whether this rank adds the bias (row-parallel layers: rank 0 only).
+  virtual bool adds_bias() const { return true; }
 };
 
 class ReplicatedLinear : public LinearBase {
@@ -118,9 +129,11 @@ class RowParallelLinear : public LinearBase {
  public:
   RowParallelLinear(std::string prefix, int64_t input_size, int64_t output_size, const LinearOptions& options = {});
   void load_weight(std::string_view name, const Tensor& loaded, const std::optional<ShardId>& shard) override;
-  // The partial product of this rank; the bias only on rank 0, so the sum over ranks (the
-  // all-reduce) adds it once.
-  Tensor forward(const Tensor& x) override;
+  // forward gives the partial product of this rank; the bias only on rank 0, so the sum over
+  // ranks (the all-reduce) adds it once.
+
+ protected:
+  bool adds_bias() const override { return parallel_.tp_rank == 0; }
 };
 
 }  // namespace fp8kit

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // not json.hpp: it costs each file that includes it ~1.7 s to compile
 
 #include "fp8kit/dtype.h"
 #include "fp8kit/layers/layer.h"

@@ -2,7 +2,9 @@
 // LinearMethodBase (linear layers: unquantized_linear_method.h, fp8_linear_method.h),
 // FusedMoEMethodBase (MoE layers: unquantized_fused_moe_method.h, fp8_moe_method.h) and
 // BaseKVCacheMethod (attention: kv_cache_method.h). A method creates its layer's parameters,
-// post-processes them once after loading, and runs the layer's forward.
+// post-processes them once after loading (then builds the immutable prepared weights its forward
+// reads: no parameter lookup by name on the hot path), and runs the layer's forward in the
+// caller's ForwardContext (device stream, scratch workspace, kernel overrides).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "fp8kit/ops/moe_routing.h"
+#include "fp8kit/runtime/forward_context.h"
 #include "fp8kit/tensor.h"
 
 namespace fp8kit {
@@ -33,10 +36,10 @@ class LinearMethodBase : public QuantizeMethod {
   virtual void create_weights(LinearBase& layer, int64_t input_size_per_partition,
                               const std::vector<int64_t>& output_partition_sizes, int64_t input_size,
                               int64_t output_size, DType params_dtype) = 0;
-  // Once, after every checkpoint tensor is loaded (spec 1.3).
-  virtual void process_weights_after_loading(LinearBase& layer) = 0;
+  // Once, after every checkpoint tensor is loaded (spec 1.3); device work on ctx's stream.
+  virtual void process_weights_after_loading(const ForwardContext& ctx, LinearBase& layer) = 0;
   // y = x W^T (+ bias), in the layer's output dtype (spec 1.4). bias may be undefined.
-  virtual Tensor apply(LinearBase& layer, const Tensor& x, const Tensor& bias) = 0;
+  virtual Tensor apply(const ForwardContext& ctx, LinearBase& layer, const Tensor& x, const Tensor& bias) = 0;
 };
 
 // The keyword arguments of a MoE method's apply after (layer, x, router_logits) (spec 1.8):
@@ -64,11 +67,11 @@ class FusedMoEMethodBase : public QuantizeMethod {
   // experts and I the intermediate size of this TP rank (spec 1.8).
   virtual void create_weights(FusedMoE& layer, int64_t num_experts, int64_t hidden_size,
                               int64_t intermediate_size_per_partition, DType params_dtype) = 0;
-  // Once, after every checkpoint tensor is loaded.
-  virtual void process_weights_after_loading(FusedMoE& layer) = 0;
+  // Once, after every checkpoint tensor is loaded; device work on ctx's stream.
+  virtual void process_weights_after_loading(const ForwardContext& ctx, FusedMoE& layer) = 0;
   // select_experts, then the experts: [M, H] of x's dtype. In-place methods write the result
   // into x and return it.
-  virtual Tensor apply(FusedMoE& layer, const Tensor& x, const Tensor& router_logits,
+  virtual Tensor apply(const ForwardContext& ctx, FusedMoE& layer, const Tensor& x, const Tensor& router_logits,
                        const FusedMoEApplyOptions& options) = 0;
 };
 

@@ -16,12 +16,13 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // not json.hpp: it costs each file that includes it ~1.7 s to compile
 
 #include "fp8kit/layers/attention.h"
 #include "fp8kit/layers/fused_moe.h"
 #include "fp8kit/layers/linear.h"
 #include "fp8kit/layers/quantization_config.h"
+#include "fp8kit/runtime/overrides.h"
 
 namespace fp8kit {
 
@@ -99,11 +100,23 @@ struct LoadOptions {
   Device device = Device::cpu();
   std::string kv_cache_dtype = "auto";
   bool calculate_kv_scales = false;
+  // The kernel knobs of the post-processing and of the layers it builds (force_weight_only, the
+  // q/k/v scale constants); engines and the CLI pass process_overrides().
+  Overrides overrides;
+  // false: a 16-bit checkpoint loads unquantized (UnquantizedLinearMethod / UnquantizedFusedMoEMethod,
+  // no KV-cache method), as vLLM without --quantization; an FP8 checkpoint is then an error. true:
+  // get_quant_config's choice (the checkpoint's FP8, or online FP8 of a 16-bit checkpoint).
+  bool quantize = true;
+  // The model dtype (vLLM's --dtype): parameters, activations and plain tensors (embeddings,
+  // norms, routers) in it; default config.json's torch_dtype. The spec's gate refuses f32 with FP8
+  // layers unless allow_f32_quantized (tests check the quantization without 16-bit roundings).
+  std::optional<DType> dtype;
+  bool allow_f32_quantized = false;
 };
 
 class LoadedModel {
  public:
-  std::unique_ptr<QuantizationConfig> quant_config;  // what get_quant_config chose
+  std::unique_ptr<QuantizationConfig> quant_config;  // what get_quant_config chose; null when unquantized
   std::map<std::string, std::unique_ptr<LinearBase>> linears;
   std::map<std::string, std::unique_ptr<Attention>> attentions;
   std::map<std::string, std::unique_ptr<FusedMoE>> moes;

@@ -26,7 +26,7 @@
 #include <optional>
 #include <utility>
 
-#include "fp8kit/stream.h"
+#include "fp8kit/runtime/forward_context.h"
 #include "fp8kit/tensor.h"
 
 namespace fp8kit::ops {
@@ -42,10 +42,11 @@ struct ScaledMmOptions {
   // bits while they add, so the error grows with K (docs/numerics.md). Block scales are promoted
   // per K block regardless; the CPU reference ignores it.
   bool fast_accum = false;
-  Stream stream;
 };
 
-Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
+// On CUDA the backend is plan_scaled_mm(desc, ctx.overrides())'s choice (src/ops/gemm/gemm_config.h);
+// the work is queued on ctx.stream().
+Tensor scaled_mm(const ForwardContext& ctx, const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
                  const ScaledMmOptions& options = {});
 
 // Weight-only FP8 (W8A16: the spec's Marlin path, for GPUs without FP8 tensor cores, and forced
@@ -60,10 +61,9 @@ struct WeightOnlyMmOptions {
   Tensor bias;
   std::optional<std::pair<int64_t, int64_t>> block;
   Tensor output;
-  Stream stream;
 };
 
-Tensor weight_only_mm(const Tensor& x, const Tensor& w, const Tensor& w_scale, const WeightOnlyMmOptions& options = {});
+Tensor weight_only_mm(const ForwardContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const WeightOnlyMmOptions& options = {});
 
 // 16-bit GEMM of unquantized linear layers (UnquantizedLinearMethod):
 //   y[M, N] = round_out( sum_k x[m, k] * w[n, k] + bias[n] )
@@ -71,6 +71,6 @@ Tensor weight_only_mm(const Tensor& x, const Tensor& w, const Tensor& w_scale, c
 // contiguous; bias: [N] of x's dtype, or undefined; y: contiguous [M, N] of x's dtype. The CPU
 // reference sums in double and rounds once; CUDA uses cuBLASLt (f32 accumulation) when the
 // operands are 16-byte aligned, else a CUDA-core kernel with f32 accumulation.
-Tensor matmul_16bit(const Tensor& x, const Tensor& w, const Tensor& bias, Stream stream = {});
+Tensor matmul_16bit(const ForwardContext& ctx, const Tensor& x, const Tensor& w, const Tensor& bias);
 
 }  // namespace fp8kit::ops

@@ -9,7 +9,7 @@
 //   kGroup (block weights)     per_token_group_quant 1 x block_k       block
 //
 // The quantized activations go straight into the GEMM (no copy, no host synchronization; the
-// activation buffer comes from the caching allocator). A dynamic per-tensor scale needs every
+// activation buffer and its scales come from ctx.workspace()). A dynamic per-tensor scale needs every
 // element before the first product, so that scheme is two passes by nature.
 #pragma once
 
@@ -17,7 +17,7 @@
 #include <optional>
 #include <utility>
 
-#include "fp8kit/stream.h"
+#include "fp8kit/runtime/forward_context.h"
 #include "fp8kit/tensor.h"
 
 namespace fp8kit::ops {
@@ -32,11 +32,10 @@ struct Fp8LinearOptions {
   std::optional<std::pair<int64_t, int64_t>> weight_block;
   Tensor bias;                     // [N] of out_dtype
   DType out_dtype = DType::kBF16;  // the model dtype
-  Stream stream;
 };
 
 // weight: [N, K] e4m3fn (or its [K, N] column-major view); weight_scale: one element, [N] per
 // channel, or [ceil(N/bn), ceil(K/bk)] with kGroup.
-Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& weight_scale, const Fp8LinearOptions& options);
+Tensor fp8_linear(const ForwardContext& ctx, const Tensor& x, const Tensor& weight, const Tensor& weight_scale, const Fp8LinearOptions& options);
 
 }  // namespace fp8kit::ops

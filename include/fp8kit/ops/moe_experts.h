@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "fp8kit/stream.h"
+#include "fp8kit/runtime/forward_context.h"
 #include "fp8kit/tensor.h"
 
 namespace fp8kit::ops {
@@ -21,8 +21,8 @@ namespace fp8kit::ops {
 // computed in f32 and rounded to T before the multiply; the product is rounded to T.
 // x: last dimension contiguous (other layouts are copied first). out: [..., d] of x's dtype,
 // contiguous (preallocated or undefined).
-Tensor silu_and_mul(const Tensor& x, Tensor out = {}, Stream stream = {});
-Tensor gelu_and_mul(const Tensor& x, Tensor out = {}, Stream stream = {});
+Tensor silu_and_mul(const ForwardContext& ctx, const Tensor& x, Tensor out = {});
+Tensor gelu_and_mul(const ForwardContext& ctx, const Tensor& x, Tensor out = {});
 
 // out[m, :] = sum over k of input[m, k, :] (spec 1.10 moe_sum): input [M, topk, D] contiguous,
 // out [M, D] contiguous, both f32, f16 or bf16 (the same).
@@ -30,7 +30,7 @@ Tensor gelu_and_mul(const Tensor& x, Tensor out = {}, Stream stream = {});
 //     to T after every add.
 //   any other topk (vLLM calls at::sum_out): the sum accumulated in f32 in the order k = 0, 1, ...
 //     and rounded to T once (torch's order of the f32 adds is unspecified; this one is fixed).
-void moe_sum(const Tensor& input, Tensor& out, Stream stream = {});
+void moe_sum(const ForwardContext& ctx, const Tensor& input, Tensor& out);
 
 struct FusedExpertsOptions {
   bool inplace = false;  // write the result into hidden_states
@@ -45,16 +45,16 @@ struct FusedExpertsOptions {
   std::optional<std::pair<int64_t, int64_t>> block_shape;  // {bn, bk}
   int64_t global_num_experts = -1;  // -1: w1.size(0)
   Tensor expert_map;                // i32 [global_num_experts]: local expert or -1 (not here)
-  int64_t chunk_size = 0;           // tokens per chunk; 0: FP8KIT_FUSED_MOE_CHUNK_SIZE or 32768
+  int64_t chunk_size = 0;           // tokens per chunk; 0: ctx.overrides().fused_moe_chunk_size
   // FP8 with per-tensor scales on sm_90 prefill (moe_align blocks of 128, i.e. more than 384
   // tokens an expert on average): accumulate the whole K in the tensor cores, as the reference's
   // Triton kernel does (spec 2.3), instead of promoting every 128 of K into f32. Faster (128 x 256
   // tiles; Mixtral-8x7B M = 2048-4096 1.03-1.15x on the H200) and less exact: the FP8 tensor cores
   // keep about 14 bits while they add, so the error grows with K (about 1% relative L2 of the
   // layer's output at K = 4096 / 14336; docs/numerics.md). Also turned on by
-  // FP8KIT_MOE_FAST_ACCUM=1. The CPU path and the other kernels ignore it.
+  // ctx.overrides().moe_fast_accum (FP8KIT_MOE_FAST_ACCUM=1). The CPU path and the other kernels
+  // ignore it.
   bool fast_accum = false;
-  Stream stream;
 };
 
 // hidden_states [M, H] f32/f16/bf16, contiguous; w1 [E, 2I, H]; w2 [E, H, I] (last dimensions
@@ -91,7 +91,7 @@ struct FusedExpertsOptions {
 // Errors use the spec's texts: "Hidden size mismatch {H} != {w1.size(2)}", "topk shape
 // mismatch", "Hidden_states must be contiguous", "Stride of last dimension must be 1",
 // "Unsupported FusedMoe activation: {activation}"; other messages start with "fused_experts:".
-Tensor fused_experts(const Tensor& hidden_states, const Tensor& w1, const Tensor& w2, const Tensor& topk_weights,
+Tensor fused_experts(const ForwardContext& ctx, const Tensor& hidden_states, const Tensor& w1, const Tensor& w2, const Tensor& topk_weights,
                      const Tensor& topk_ids, const FusedExpertsOptions& options = {});
 
 }  // namespace fp8kit::ops

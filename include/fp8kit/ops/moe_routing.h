@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "fp8kit/stream.h"
+#include "fp8kit/runtime/forward_context.h"
 #include "fp8kit/tensor.h"
 
 namespace fp8kit::ops {
@@ -26,8 +26,8 @@ struct TopkResult {
 // weight order. CPU and CUDA share the f32 steps (src/ops/moe/routing_math.h), so their weights
 // are bit-identical.
 // hidden_states: [M, H] (only its row count is used); gating_output: [M, E] f32, f16 or bf16.
-TopkResult fused_topk(const Tensor& hidden_states, const Tensor& gating_output, int64_t topk, bool renormalize,
-                      std::optional<DType> indices_type = std::nullopt, Stream stream = {});
+TopkResult fused_topk(const ForwardContext& ctx, const Tensor& hidden_states, const Tensor& gating_output, int64_t topk,
+                      bool renormalize, std::optional<DType> indices_type = std::nullopt);
 
 // DeepSeek-style grouped top-k (spec 1.9 grouped_topk): experts in num_expert_group groups,
 // only the topk_group best groups are eligible. scoring_func "softmax" or "sigmoid";
@@ -42,8 +42,8 @@ struct GroupedTopkOptions {
   std::string scoring_func = "softmax";
   Tensor e_score_correction_bias;
 };
-TopkResult grouped_topk(const Tensor& hidden_states, const Tensor& gating_output, int64_t topk, bool renormalize,
-                        const GroupedTopkOptions& options, Stream stream = {});
+TopkResult grouped_topk(const ForwardContext& ctx, const Tensor& hidden_states, const Tensor& gating_output, int64_t topk,
+                        bool renormalize, const GroupedTopkOptions& options);
 
 // FusedMoE.select_experts (spec 1.9): grouped or plain top-k, or a custom routing function (whose
 // ids keep their dtype unless EPLB rewrites them); then expert-parallel load balancing when
@@ -68,9 +68,8 @@ struct SelectExpertsOptions {
   Tensor expert_load_view;         // i64 [local or physical experts]: routed-token counts are added here
   Tensor logical_to_physical_map;  // i64/i32 [E_logical, max_replicas]
   Tensor logical_replica_count;    // i64/i32 [E_logical]
-  Stream stream;
 };
-TopkResult select_experts(const Tensor& hidden_states, const Tensor& router_logits, const SelectExpertsOptions& options);
+TopkResult select_experts(const ForwardContext& ctx, const Tensor& hidden_states, const Tensor& router_logits, const SelectExpertsOptions& options);
 
 // determine_expert_map (spec 1.9): (local expert count, i32 [E_global] map of global -> local
 // expert, -1 where another rank owns it; undefined when ep_size == 1).
@@ -87,7 +86,7 @@ struct MoeAlignResult {
   Tensor expert_ids;
   Tensor num_tokens_post_padded;
 };
-MoeAlignResult moe_align_block_size(const Tensor& topk_ids, int64_t block_size, int64_t num_experts,
-                                    const Tensor& expert_map = {}, bool pad_sorted_ids = false, Stream stream = {});
+MoeAlignResult moe_align_block_size(const ForwardContext& ctx, const Tensor& topk_ids, int64_t block_size,
+                                    int64_t num_experts, const Tensor& expert_map = {}, bool pad_sorted_ids = false);
 
 }  // namespace fp8kit::ops

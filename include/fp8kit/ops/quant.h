@@ -3,15 +3,16 @@
 // build's kernels are bit-exact with it. Scales are dequantization multipliers everywhere:
 // x ~= q * scale. FP8_MAX below is fp8_quant_max(out_dtype): 448 for e4m3fn, 224 for e4m3fnuz.
 // cvt(v) rounds to nearest even (fp8.h); clamp(v) = fmaxf(-FP8_MAX, fminf(v, FP8_MAX)), which
-// sends NaN to +FP8_MAX. On a CUDA device the work is queued on the given stream (default: the
-// legacy default stream) and nothing waits for it; the returned tensors are ready in stream order.
+// sends NaN to +FP8_MAX. Every op takes the ForwardContext of the caller first: on a CUDA device
+// the work is queued on ctx.stream() and nothing waits for it; the returned tensors are ready in
+// stream order. The context's device must be the inputs' device.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
-#include "fp8kit/stream.h"
+#include "fp8kit/runtime/forward_context.h"
 #include "fp8kit/tensor.h"
 
 namespace fp8kit::ops {
@@ -51,9 +52,8 @@ struct ScaledFp8QuantOptions {
   bool use_per_token_if_dynamic = false;
   Tensor output;                     // preallocated output
   DType out_dtype = DType::kE4M3FN;  // e4m3fn or e4m3fnuz
-  Stream stream;                     // CUDA stream of the kernels (ignored on CPU)
 };
-QuantResult scaled_fp8_quant(const Tensor& input, const ScaledFp8QuantOptions& options = {});
+QuantResult scaled_fp8_quant(const ForwardContext& ctx, const Tensor& input, const ScaledFp8QuantOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
 // per_token_group_quant(x [..., K] f32|f16|bf16, last dimension contiguous), groups of
@@ -78,9 +78,8 @@ struct PerTokenGroupQuantOptions {
   bool tma_aligned_scales = false;  // only with column_major_scales
   bool use_ue8m0 = false;
   Tensor output;  // preallocated q, contiguous, same shape as x
-  Stream stream;  // CUDA stream of the kernels (ignored on CPU)
 };
-QuantResult per_token_group_quant(const Tensor& x, const PerTokenGroupQuantOptions& options = {});
+QuantResult per_token_group_quant(const ForwardContext& ctx, const Tensor& x, const PerTokenGroupQuantOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
 // Weight quantization: what a checkpoint producer does (the inverse of what checkpoints store).
@@ -95,11 +94,11 @@ QuantResult per_token_group_quant(const Tensor& x, const PerTokenGroupQuantOptio
 struct WeightQuantOptions {
   DType out_dtype = DType::kE4M3FN;
   bool ue8m0_scales = false;  // power-of-two scales (DeepSeek V3.1 "scale_fmt": "ue8m0")
-  Stream stream;              // CUDA stream of the kernels (ignored on CPU)
 };
-QuantResult quantize_weight_per_tensor(const Tensor& w, const WeightQuantOptions& options = {});
-QuantResult quantize_weight_per_channel(const Tensor& w, const WeightQuantOptions& options = {});
-QuantResult quantize_weight_block(const Tensor& w, int64_t block_n, int64_t block_k,
+QuantResult quantize_weight_per_tensor(const ForwardContext& ctx, const Tensor& w, const WeightQuantOptions& options = {});
+QuantResult quantize_weight_per_channel(const ForwardContext& ctx, const Tensor& w,
+                                        const WeightQuantOptions& options = {});
+QuantResult quantize_weight_block(const ForwardContext& ctx, const Tensor& w, int64_t block_n, int64_t block_k,
                                   const WeightQuantOptions& options = {});
 
 // Dequantizes q [N, K] (any FP8 dtype, any strides) with scales of f32, f16, bf16 or ue8m0
@@ -107,13 +106,13 @@ QuantResult quantize_weight_block(const Tensor& w, int64_t block_n, int64_t bloc
 //   scale with one element: per tensor; [N] or [N, 1]: per row; otherwise 2-D blocks of
 //   block = {block_n, block_k} with scale shape [ceil(N/bn), ceil(K/bk)].
 //   w = round_out(decode(q) * s), computed in f32 and rounded once to out_dtype (f32|f16|bf16).
-Tensor dequantize_weight(const Tensor& q, const Tensor& scale, DType out_dtype,
-                         std::optional<std::pair<int64_t, int64_t>> block = std::nullopt, Stream stream = {});
+Tensor dequantize_weight(const ForwardContext& ctx, const Tensor& q, const Tensor& scale, DType out_dtype,
+                         std::optional<std::pair<int64_t, int64_t>> block = std::nullopt);
 
 // per_tensor_dequantize(t, inv_scale): f16(float(f16(t)) * s) for t of any FP8 dtype and shape
 // and a one-element f32 scale; the result is a contiguous f16 tensor of t's shape (spec 1.11:
 // torch's fp16 tensor times a 0-dim f32 scale). FP8 values are exact in f16.
-Tensor per_tensor_dequantize(const Tensor& q, const Tensor& scale, Stream stream = {});
+Tensor per_tensor_dequantize(const ForwardContext& ctx, const Tensor& q, const Tensor& scale);
 
 // requantize_with_max_scale(weight [N, K] e4m3fn|e4m3fnuz, weight_scale f32 [S], logical_widths
 // summing to N): s_max = max(weight_scale). If weight_scale[S-1] > -448 (every shard was loaded;
@@ -126,8 +125,8 @@ struct RequantizeResult {
   Tensor weight;     // the input weight tensor, modified in place
 };
 // On CUDA the scales stay on the device: the kernel reads them (and the not-loaded test) itself.
-RequantizeResult requantize_with_max_scale(const Tensor& weight, const Tensor& weight_scale,
-                                           const std::vector<int64_t>& logical_widths, Stream stream = {});
+RequantizeResult requantize_with_max_scale(const ForwardContext& ctx, const Tensor& weight, const Tensor& weight_scale,
+                                           const std::vector<int64_t>& logical_widths);
 
 // normalize_e4m3fn_to_e4m3fnuz: bytes 0x80 (-0 in fn, NaN in fnuz) become 0x00, the bits are
 // reinterpreted as e4m3fnuz (half the value), and the scales are doubled. New tensors returned.
@@ -136,7 +135,7 @@ struct FnuzResult {
   Tensor weight_scale;  // weight_scale * 2
   Tensor input_scale;   // input_scale * 2, undefined when none was given
 };
-FnuzResult normalize_e4m3fn_to_e4m3fnuz(const Tensor& weight, const Tensor& weight_scale,
-                                        const Tensor& input_scale = {}, Stream stream = {});
+FnuzResult normalize_e4m3fn_to_e4m3fnuz(const ForwardContext& ctx, const Tensor& weight, const Tensor& weight_scale,
+                                        const Tensor& input_scale = {});
 
 }  // namespace fp8kit::ops

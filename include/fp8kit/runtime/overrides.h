@@ -24,7 +24,9 @@ enum class CpuBackend : uint8_t { kAuto, kReference, kFast };
 
 struct Overrides {
   // --- CPU ---------------------------------------------------------------------------------
-  int num_threads = 0;  // FP8KIT_NUM_THREADS: CPU threads of the ops (0: every hardware thread)
+  // FP8KIT_NUM_THREADS: CPU threads of the ops, 1 to max(64, 4 per hardware thread) but at most
+  // 1024 (0: every hardware thread); the size of the process's thread pool.
+  int num_threads = 0;
   CpuBackend cpu_backend = CpuBackend::kAuto;  // FP8KIT_CPU_BACKEND=reference|fast
 
   // --- CUDA launches (process-wide: read from process_overrides() by the launch code) --------
@@ -57,10 +59,6 @@ struct Overrides {
   // parse() of the process environment.
   static Overrides from_environment();
 };
-
-// The largest FP8KIT_NUM_THREADS (and --threads) accepted: more threads than this only add
-// contention, and an unbounded count could exhaust the machine's process table.
-inline constexpr int kMaxThreads = 1024;
 
 // The overrides of the process: parsed from the environment on first use (an error there is
 // thrown at that first use), or installed by set_process_overrides (the CLI does, after its

@@ -1,9 +1,9 @@
 #include "core/cuda/cuda_check.h"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "core/check.h"
+#include "fp8kit/runtime/overrides.h"
 
 namespace fp8kit::cuda {
 
@@ -13,13 +13,7 @@ void throw_cuda_error(cudaError_t error, const char* expression, const char* fil
        cudaGetErrorString(error), cudaGetErrorName(error));
 }
 
-bool debug_sync_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("FP8KIT_DEBUG_SYNC");
-    return v != nullptr && std::strcmp(v, "0") != 0 && v[0] != '\0';
-  }();
-  return enabled;
-}
+bool debug_sync_enabled() { return process_overrides().debug_sync; }
 
 void check_launch(cudaStream_t stream, const char* kernel, const char* file, int line) {
   check(cudaGetLastError(), kernel, file, line);

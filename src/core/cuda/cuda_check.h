@@ -14,7 +14,7 @@ inline void check(cudaError_t error, const char* expression, const char* file, i
   if (error != cudaSuccess) throw_cuda_error(error, expression, file, line);
 }
 
-bool debug_sync_enabled();  // FP8KIT_DEBUG_SYNC=1, read once
+bool debug_sync_enabled();  // process_overrides().debug_sync (FP8KIT_DEBUG_SYNC=1)
 
 // After a launch on `stream`: the launch error, and with FP8KIT_DEBUG_SYNC=1 the execution error.
 void check_launch(cudaStream_t stream, const char* kernel, const char* file, int line);

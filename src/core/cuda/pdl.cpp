@@ -5,19 +5,14 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include "core/cuda/cuda_check.h"
+#include "fp8kit/runtime/overrides.h"
 
 namespace fp8kit::cuda {
 
 bool pdl_enabled(int device) {
-  static const bool allowed = [] {
-    const char* v = std::getenv("FP8KIT_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  if (!allowed) return false;
+  if (!process_overrides().pdl) return false;
   constexpr int kMaxDevices = 64;
   static std::array<std::atomic<int>, kMaxDevices> major{};  // 0: not asked yet
   if (device < 0 || device >= kMaxDevices) return false;

@@ -12,7 +12,8 @@ using namespace detail;
 
 namespace {
 
-Tensor act_and_mul(std::string_view op, GatedActivation activation, const Tensor& x_in, Tensor out, Stream stream) {
+Tensor act_and_mul(const ForwardContext& ctx, std::string_view op, GatedActivation activation, const Tensor& x_in,
+                   Tensor out) {
   require_defined(op, x_in, "x");
   require_backend(op, x_in.device());
   require_float_input(op, x_in, "x");
@@ -25,7 +26,7 @@ Tensor act_and_mul(std::string_view op, GatedActivation activation, const Tensor
   Tensor x = x_in;
   std::optional<int64_t> ldx = collapsed_row_stride(x);
   if (!ldx || (x.stride(-1) != 1 && x.size(-1) > 1)) {
-    x = contiguous_on(x_in, stream);
+    x = contiguous_on(x_in, ctx.stream());
     ldx = x.size(-1);
   }
   if (out.defined()) {
@@ -43,18 +44,18 @@ Tensor act_and_mul(std::string_view op, GatedActivation activation, const Tensor
   args.dtype = x.dtype();
   args.activation = activation;
   if (args.rows == 0 || d == 0) return out;
-  route(op, x.device(), args, act_and_mul_cpu, act_and_mul_cuda, stream);
+  route(op, ctx, x.device(), args, act_and_mul_cpu, act_and_mul_cuda);
   return out;
 }
 
 }  // namespace
 
-Tensor silu_and_mul(const Tensor& x, Tensor out, Stream stream) {
-  return act_and_mul("silu_and_mul", GatedActivation::kSilu, x, std::move(out), stream);
+Tensor silu_and_mul(const ForwardContext& ctx, const Tensor& x, Tensor out) {
+  return act_and_mul(ctx, "silu_and_mul", GatedActivation::kSilu, x, std::move(out));
 }
 
-Tensor gelu_and_mul(const Tensor& x, Tensor out, Stream stream) {
-  return act_and_mul("gelu_and_mul", GatedActivation::kGelu, x, std::move(out), stream);
+Tensor gelu_and_mul(const ForwardContext& ctx, const Tensor& x, Tensor out) {
+  return act_and_mul(ctx, "gelu_and_mul", GatedActivation::kGelu, x, std::move(out));
 }
 
 }  // namespace fp8kit::ops

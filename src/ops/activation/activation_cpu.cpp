@@ -30,6 +30,4 @@ void act_and_mul_cpu(const ActAndMulArgs& args, const Overrides& overrides, int 
   cpu::run_silu_and_mul(args, plan);
 }
 
-void act_and_mul_cpu(const ActAndMulArgs& args) { act_and_mul_cpu(args, process_overrides(), num_threads()); }
-
 }  // namespace fp8kit::ops

@@ -13,7 +13,6 @@
 namespace fp8kit::ops {
 
 void act_and_mul_cpu(const ActAndMulArgs& args, const Overrides& overrides, int num_threads);
-void act_and_mul_cpu(const ActAndMulArgs& args);
 
 namespace cpu {
 

@@ -3,7 +3,8 @@
 // tests/cpu/test_gemm.cpp (errors, layouts) and tests/gpu/test_gemm_cuda.cpp.
 #include "fp8kit/ops/gemm.h"
 
-#include "ops/gemm/gemm_cpu.h"  // CPU backend: scaled_mm_cpu (reference or fast, by plan)
+#include "core/checked_math.h"
+#include "ops/gemm/gemm_cpu.h"  // CPU backend: scaled_mm_cpu (fast or reference, by plan)
 #include "ops/gemm/gemm_cuda.h"
 #include "ops/gemm/gemm_ref.h"
 #include "ops/op_checks.h"
@@ -15,8 +16,6 @@ using namespace detail;
 namespace {
 
 constexpr std::string_view kOp = "scaled_mm";
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The [N, K] K-contiguous form of b: b itself, or the [K, N] column-major view transposed back.
 Tensor weight_nk(const Tensor& b, int64_t k) {
@@ -47,7 +46,7 @@ ScaleKind vector_scale_kind(const Tensor& s, std::string_view name, int64_t rows
 
 }  // namespace
 
-Tensor scaled_mm(const Tensor& a, const Tensor& b_in, const Tensor& scale_a, const Tensor& scale_b,
+Tensor scaled_mm(const ForwardContext& ctx, const Tensor& a, const Tensor& b_in, const Tensor& scale_a, const Tensor& scale_b,
                  const ScaledMmOptions& options) {
   require_defined(kOp, a, "a");
   require_defined(kOp, b_in, "b");
@@ -118,7 +117,8 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b_in, const Tensor& scale_a, con
   args.out_dtype = out_dtype;
   args.fast_accum = options.fast_accum && !options.block;
   if (m == 0 || n == 0) return out;
-  route(kOp, a.device(), args, scaled_mm_cpu, scaled_mm_cuda, options.stream);
+  args.overrides = &ctx.overrides();
+  route(kOp, ctx, a.device(), args, scaled_mm_cpu, scaled_mm_cuda);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "fp8kit/dtype.h"
+#include "fp8kit/runtime/overrides.h"
 
 namespace fp8kit::ops {
 
@@ -35,6 +36,7 @@ struct ScaledMmArgs {
   int64_t ldc = 0;
   DType out_dtype = DType::kBF16;        // bf16 | f16 | f32
   bool fast_accum = false;               // ScaledMmOptions::fast_accum (not with kBlock)
+  const Overrides* overrides = nullptr;  // the caller's context's (never null from scaled_mm)
 };
 
 // weight_only_mm: 16-bit activations times dequantized FP8 weights.
@@ -52,6 +54,7 @@ struct WeightOnlyMmArgs {
   const void* bias = nullptr;  // [n] of act_dtype, or null
   void* out = nullptr;         // [m, n] of act_dtype, row i at out + i * ldc
   int64_t ldc = 0;
+  const Overrides* overrides = nullptr;  // the caller's context's (never null from weight_only_mm)
 };
 
 }  // namespace fp8kit::ops

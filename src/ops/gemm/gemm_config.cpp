@@ -1,13 +1,11 @@
 #include "ops/gemm/gemm_config.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <string_view>
 
 #include "core/check.h"
+#include "core/checked_math.h"
 
 namespace fp8kit::ops {
 
@@ -101,8 +99,6 @@ std::string wgmma_rejects(const GemmDesc& d) {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // The decode kernel's cost model (plan_decode_gemm), measured on the H200 with its K splits forced
 // (1, 2, 4 and 8 on the 11 shapes of bench_gemm at M = 1 and 16): the weights stream at ~3.9 TB/s
 // when enough CTAs pull, one CTA streams ~40 GB/s (its ring of K tiles in flight), and a split
@@ -113,18 +109,14 @@ constexpr double kDecodeSplitUs = 1.5;
 
 }  // namespace
 
-DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms, const char* forced_k_splits) {
+DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms, int forced_k_splits) {
   DecodeGemmPlan p;
   p.token_tile = decode_token_tile(m);
   p.n_tiles = ceil_div(n, kDecodeTileN);
   p.chunks = ceil_div(k, kDecodeChunkK);
   const int64_t slots = int64_t(std::max(num_sms, 1)) * kDecodeCtasPerSm;
-  const std::string_view forced = forced_k_splits != nullptr ? forced_k_splits : "";
-  if (!forced.empty()) {
-    int64_t splits = 0;
-    const auto [end, ec] = std::from_chars(forced.data(), forced.data() + forced.size(), splits);
-    FP8KIT_CHECK_ARG(ec == std::errc() && end == forced.data() + forced.size() && splits >= 1 && splits <= 64,
-                     "FP8KIT_DECODE_K_SPLITS={}: expected a count from 1 to 64", forced);
+  if (forced_k_splits > 0) {
+    const int64_t splits = forced_k_splits;
     p.chunks_per_split = ceil_div(p.chunks, std::min(splits, p.chunks));
     p.splits = ceil_div(p.chunks, p.chunks_per_split);  // no empty split
     p.ctas = std::min(p.n_tiles * p.splits, slots);
@@ -173,23 +165,35 @@ WgmmaGemmPlan plan_wgmma_gemm(int64_t m, int64_t n, int num_sms, bool fast_accum
   return p;
 }
 
-GemmConfig select_gemm(const GemmDesc& d) {
-  const char* forced = std::getenv("FP8KIT_GEMM_BACKEND");
+WeightOnlyKernel plan_weight_only_mm(const WeightOnlyDesc& d, const Overrides& overrides) {
+  constexpr int64_t kTiledMinM = 33;
+  const bool cuda_core = overrides.weight_only_gemm == WeightOnlyGemmOverride::kCudaCore;
+  const bool tiled_forced = overrides.weight_only_gemm == WeightOnlyGemmOverride::kTiled;
+  if (!cuda_core && (d.m >= kTiledMinM || tiled_forced) && d.tiled_serves) return WeightOnlyKernel::kTiled;
+  const bool mma = !cuda_core && d.mma_serves;
+  if (mma && d.m >= 2) return WeightOnlyKernel::kMma;
+  if (d.decode_serves) return WeightOnlyKernel::kDecode;
+  if (mma) return WeightOnlyKernel::kMma;
+  return WeightOnlyKernel::kGeneric;
+}
+
+GemmConfig plan_scaled_mm(const GemmDesc& d, const Overrides& overrides) {
+  const GemmBackendOverride forced = overrides.gemm_backend;
   const std::string why_not_decode = decode_rejects(d);
   const std::string why_not_cublaslt = cublaslt_rejects(d);
-  if (forced != nullptr && std::strcmp(forced, "fallback") == 0) return {GemmBackend::kFallback, "forced"};
-  if (forced != nullptr && std::strcmp(forced, "decode") == 0) {
+  if (forced == GemmBackendOverride::kFallback) return {GemmBackend::kFallback, "forced"};
+  if (forced == GemmBackendOverride::kDecode) {
     FP8KIT_CHECK(why_not_decode.empty(), ErrorCode::kUnsupported,
                  "FP8KIT_GEMM_BACKEND=decode cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_decode);
     return {GemmBackend::kDecode, ""};
   }
   const std::string why_not_wgmma = wgmma_rejects(d);
-  if (forced != nullptr && std::strcmp(forced, "wgmma") == 0) {
+  if (forced == GemmBackendOverride::kWgmma) {
     FP8KIT_CHECK(why_not_wgmma.empty(), ErrorCode::kUnsupported,
                  "FP8KIT_GEMM_BACKEND=wgmma cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_wgmma);
     return {GemmBackend::kWgmma, ""};
   }
-  if (forced != nullptr && std::strcmp(forced, "cublaslt") == 0) {
+  if (forced == GemmBackendOverride::kCublasLt) {
     FP8KIT_CHECK(why_not_cublaslt.empty(), ErrorCode::kUnsupported,
                  "FP8KIT_GEMM_BACKEND=cublaslt cannot serve M={} N={} K={}: {}", d.m, d.n, d.k, why_not_cublaslt);
     return {GemmBackend::kCublasLt, ""};

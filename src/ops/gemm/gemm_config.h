@@ -41,9 +41,9 @@ struct GemmConfig {
   std::string reason;  // why the preferred backends were passed over ("" when cuBLASLt serves it)
 };
 
-// FP8KIT_GEMM_BACKEND=decode|wgmma|cublaslt|fallback forces a backend (tests, benchmarks); a forced backend
-// that cannot serve the problem is an error naming why.
-GemmConfig select_gemm(const GemmDesc& desc);
+// scaled_mm's plan on CUDA. overrides.gemm_backend (FP8KIT_GEMM_BACKEND) forces a backend (tests,
+// benchmarks); a forced backend that cannot serve the problem is an error naming why.
+GemmConfig plan_scaled_mm(const GemmDesc& desc, const Overrides& overrides);
 
 // "" when cuBLASLt can serve `desc`, otherwise why not.
 std::string cublaslt_rejects(const GemmDesc& desc);
@@ -80,7 +80,7 @@ constexpr int decode_token_tile(int64_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : 
 // "" when the decode kernel can serve `desc`, otherwise why not.
 std::string decode_rejects(const GemmDesc& desc);
 
-// Whether the decode kernel measured faster than cuBLASLt for problems like `desc` (select_gemm).
+// Whether the decode kernel measured faster than cuBLASLt for problems like `desc` (plan_scaled_mm).
 inline constexpr int64_t kDecodePerRowMaxM = 32;
 bool decode_beats_cublaslt(const GemmDesc& desc);
 
@@ -97,9 +97,9 @@ struct DecodeGemmPlan {
 // weights over the memory bandwidth, or the busiest CTA's K tiles over one CTA's stream rate if
 // slower (few tiles over a long K), plus each split's reduction (gemm_config.cpp has the measured
 // constants).
-// `forced_k_splits` (FP8KIT_DECODE_K_SPLITS, a count from 1 to 64, else an error) replaces the
+// `forced_k_splits` (Overrides::decode_k_splits, 1 to 64; 0: the model's choice) replaces the
 // model's choice (benchmarks).
-DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms, const char* forced_k_splits = nullptr);
+DecodeGemmPlan plan_decode_gemm(int64_t m, int64_t n, int64_t k, int num_sms, int forced_k_splits = 0);
 
 // weight_only_mm's tiled tensor-core kernel (weight_only_tiled.cu): 128 x 128 output tiles, K in
 // tiles of 32, two CTAs a multiprocessor.
@@ -119,5 +119,24 @@ struct WeightOnlyTiledPlan {
 // (a lone CTA a multiprocessor runs latency-bound, and the f32 partials cost a write and a read
 // of M x N x 4 bytes a split).
 WeightOnlyTiledPlan plan_weight_only_tiled(int64_t m, int64_t n, int64_t k, int num_sms);
+
+// weight_only_mm's kernels on CUDA (weight_only_cuda.cu) and which of them can serve a problem
+// (each kernel's own `*_serves`, asked by the launcher on the device).
+enum class WeightOnlyKernel : uint8_t {
+  kTiled,     // weight_only_tiled.cu: 128 x 128 tensor-core tiles, K split when the tiles are few
+  kMma,       // weight_only_mma.cu: the streaming tensor-core kernel (16-row token tiles)
+  kDecode,    // weight_only_decode.cu: CUDA cores, one pass over the weights (M = 1)
+  kGeneric,   // weight_only_cuda.cu's CUDA-core kernel: any shape
+};
+struct WeightOnlyDesc {
+  int64_t m = 0;
+  bool tiled_serves = false, mma_serves = false, decode_serves = false;
+};
+// From 33 rows the tiled kernel beats the streaming one, whose token tiles re-read the activations
+// for every 16 weight rows (H200: 1.0-1.6x at M = 64, 0.6-1.1x at M = 32); one row streams faster
+// through the CUDA-core decode kernel on large weights (1.73x vs 1.27x a BF16 GEMM at 57344 x
+// 8192), from two rows the tensor cores win. overrides.weight_only_gemm: kCudaCore keeps CUDA
+// cores, kTiled the tiled kernel at every M where it serves.
+WeightOnlyKernel plan_weight_only_mm(const WeightOnlyDesc& desc, const Overrides& overrides);
 
 }  // namespace fp8kit::ops

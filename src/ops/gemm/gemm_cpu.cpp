@@ -70,6 +70,4 @@ void scaled_mm_cpu(const ScaledMmArgs& args, const Overrides& overrides, int num
   cpu::run_cpu_gemm(problem, plan);
 }
 
-void scaled_mm_cpu(const ScaledMmArgs& args) { scaled_mm_cpu(args, process_overrides(), num_threads()); }
-
 }  // namespace fp8kit::ops

@@ -1,9 +1,9 @@
 // The CPU side of the GEMM ops: scaled_mm_cpu, weight_only_mm_cpu and matmul_16bit_cpu take the
 // op's validated args, ask plan_cpu_gemm which implementation serves the problem, and run it: the
-// reference (gemm_ref.cpp, ...) or the fast engine (gemm_cpu_families.h). The one-argument forms
-// use the process overrides and the whole thread pool (what the entry points route to until they
-// take a ForwardContext). The *_problem / *_desc functions are what they plan and run, for tests
-// and benchmarks that force a plan. Tested by tests/cpu/test_gemm_cpu.cpp.
+// reference (gemm_ref.cpp, ...) or the fast engine (gemm_cpu_families.h). The entry points
+// (gemm.cpp, weight_only.cpp, matmul_16bit.cpp) pass their context's overrides and threads. The
+// *_problem / *_desc functions are what they plan and run, for tests and benchmarks that force a
+// plan. Tested by tests/cpu/test_gemm_cpu.cpp.
 #pragma once
 
 #include "fp8kit/runtime/overrides.h"
@@ -15,11 +15,8 @@
 namespace fp8kit::ops {
 
 void scaled_mm_cpu(const ScaledMmArgs& args, const Overrides& overrides, int num_threads);
-void scaled_mm_cpu(const ScaledMmArgs& args);
 void weight_only_mm_cpu(const WeightOnlyMmArgs& args, const Overrides& overrides, int num_threads);
-void weight_only_mm_cpu(const WeightOnlyMmArgs& args);
 void matmul_16bit_cpu(const Matmul16Args& args, const Overrides& overrides, int num_threads);
-void matmul_16bit_cpu(const Matmul16Args& args);
 
 namespace cpu {
 

@@ -6,7 +6,6 @@
 // cuBLASLt's A scale is fp8kit's scale_b and its B scale is scale_a.
 // Each thread keeps its own handle, 32 MiB workspace and a cache of planned problems (the
 // descriptors and the heuristic's algorithm); only the pointers are set per call.
-#include <cublasLt.h>
 
 #include <map>
 #include <string>
@@ -14,6 +13,7 @@
 #include <tuple>
 
 #include "fp8kit/error.h"
+#include "core/cuda/cublaslt_api.h"
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/tensor.h"
 #include "ops/gemm/gemm_cublaslt.h"
@@ -21,11 +21,14 @@
 namespace fp8kit::ops {
 namespace {
 
+// cuBLASLt, loaded on first use (core/cuda/cublaslt_api.h).
+const cuda::CublasLtApi& lt() { return cuda::cublaslt(); }
+
 // (No fmt here: nvcc compiles this file, and fmt's compile-time format checks do not build there.)
 void check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS) {
-    throw Error(ErrorCode::kCuda, std::string("cuBLASLt ") + what + " failed: " + cublasLtGetStatusName(status) + " (" +
-                                      cublasLtGetStatusString(status) + ")");
+    throw Error(ErrorCode::kCuda, std::string("cuBLASLt ") + what + " failed: " + lt().cublasLtGetStatusName(status) +
+                                      " (" + lt().cublasLtGetStatusString(status) + ")");
   }
 }
 
@@ -57,10 +60,10 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   bool found = false;
   ~Plan() {
-    if (op) cublasLtMatmulDescDestroy(op);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (op) lt().cublasLtMatmulDescDestroy(op);
+    if (a) lt().cublasLtMatrixLayoutDestroy(a);
+    if (b) lt().cublasLtMatrixLayoutDestroy(b);
+    if (d) lt().cublasLtMatrixLayoutDestroy(d);
   }
 };
 
@@ -71,12 +74,12 @@ struct Context {
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
 
   explicit Context(int dev) : device(dev) {
-    check(cublasLtCreate(&handle), "create");
+    check(lt().cublasLtCreate(&handle), "create");
     workspace = Tensor::empty({kWorkspaceBytes}, DType::kU8, Device::cuda(dev));
   }
   ~Context() {
     plans.clear();
-    if (handle) cublasLtDestroy(handle);
+    if (handle) lt().cublasLtDestroy(handle);
   }
   static constexpr int64_t kWorkspaceBytes = int64_t(32) << 20;
   static constexpr int64_t kSmallWorkspaceBytes = int64_t(1) << 20;  // what non-block plans may use
@@ -93,40 +96,45 @@ Context& context() {
 
 std::unique_ptr<Plan> make_plan(Context& ctx, const ScaledMmArgs& p) {
   auto plan = std::make_unique<Plan>();
-  check(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
+  check(lt().cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
-  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)), "transa");
-  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)), "transb");
+  check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)), "transa");
+  check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)), "transb");
   const int8_t fast_accum = p.fast_accum ? 1 : 0;  // 0: promote the FP8 accumulator, no precision loss
-  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof(fast_accum)),
+  check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof(fast_accum)),
         "fast accumulation");
-  const cublasLtMatmulMatrixScale_t mode_a = scale_mode(p.scale_b_kind, true), mode_b = scale_mode(p.scale_a_kind, false);
-  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_a, sizeof(mode_a)),
+  const cublasLtMatmulMatrixScale_t mode_a = scale_mode(p.scale_b_kind, true),
+                                    mode_b = scale_mode(p.scale_a_kind, false);
+  check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_a, sizeof(mode_a)),
         "A scale mode");
-  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_b, sizeof(mode_b)),
+  check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_b, sizeof(mode_b)),
         "B scale mode");
   // Pointers are per call, but the heuristic wants them set (non-null) to know scaling is on.
   const void* sa = p.scale_b;
   const void* sb = p.scale_a;
-  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)), "A scale");
-  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)), "B scale");
+  check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)),
+        "A scale");
+  check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)),
+        "B scale");
   if (p.bias != nullptr) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     const cudaDataType_t bias_type = cuda_type(p.out_dtype);
-    check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+    check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
           "epilogue");
-    check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)),
+    check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                              sizeof(bias_type)),
           "bias type");
-    check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)),
+    check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)),
           "bias");
   }
   // Column-major views: A = b as [K, N] (ld = ldb), B = a as [K, M] (ld = lda), D = y^T [N, M] (ld = ldc).
-  check(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, uint64_t(p.k), uint64_t(p.n), p.ldb), "A layout");
-  check(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, uint64_t(p.k), uint64_t(p.m), p.lda), "B layout");
-  check(cublasLtMatrixLayoutCreate(&plan->d, cuda_type(p.out_dtype), uint64_t(p.n), uint64_t(p.m), p.ldc), "D layout");
+  check(lt().cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, uint64_t(p.k), uint64_t(p.n), p.ldb), "A layout");
+  check(lt().cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, uint64_t(p.k), uint64_t(p.m), p.lda), "B layout");
+  check(lt().cublasLtMatrixLayoutCreate(&plan->d, cuda_type(p.out_dtype), uint64_t(p.n), uint64_t(p.m), p.ldc),
+        "D layout");
 
   cublasLtMatmulPreference_t pref = nullptr;
-  check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  check(lt().cublasLtMatmulPreferenceCreate(&pref), "preference");
   // The workspace the heuristic may plan for: with it, per-tensor and per-row problems of 16-128
   // rows got split-K algorithms slower than the ones it picks within 1 MiB (torch's default
   // cuBLASLt workspace), e.g. on the H200 8192 x 28672 at M = 64 77 us against 65, 4096 x 14336 at
@@ -134,14 +142,14 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const ScaledMmArgs& p) {
   // 1.6-1.7x slower within 1 MiB).
   const uint64_t workspace =
       p.scale_a_kind == ScaleKind::kBlock ? Context::kWorkspaceBytes : Context::kSmallWorkspaceBytes;
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                             sizeof(workspace)),
+  check(lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                  sizeof(workspace)),
         "workspace preference");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan->op, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  const cublasStatus_t status = lt().cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan->op, plan->a, plan->b, plan->d,
+                                                                    plan->d, pref, 1, &result, &found);
+  lt().cublasLtMatmulPreferenceDestroy(pref);
   plan->found = status == CUBLAS_STATUS_SUCCESS && found > 0;
   if (plan->found) plan->algo = result.algo;
   return plan;
@@ -159,13 +167,14 @@ bool scaled_mm_cublaslt(const ScaledMmArgs& p, cudaStream_t stream) {
   if (!plan.found) return false;
   const void* sa = p.scale_b;
   const void* sb = p.scale_a;
-  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)), "A scale");
-  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)), "B scale");
+  check(lt().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)), "A scale");
+  check(lt().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)), "B scale");
   if (p.bias != nullptr) {
-    check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)), "bias");
+    check(lt().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)),
+          "bias");
   }
   const float alpha = 1.0f, beta = 0.0f;
-  check(cublasLtMatmul(ctx.handle, plan.op, &alpha, p.b, plan.a, p.a, plan.b, &beta, p.out, plan.d, p.out, plan.d,
+  check(lt().cublasLtMatmul(ctx.handle, plan.op, &alpha, p.b, plan.a, p.a, plan.b, &beta, p.out, plan.d, p.out, plan.d,
                        &plan.algo, ctx.workspace.data_ptr(), Context::kWorkspaceBytes, stream),
         "matmul");
   return true;

@@ -9,7 +9,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/tensor.h"
@@ -107,9 +106,11 @@ bool scaled_mm_cublaslt_padded(const ScaledMmArgs& args, cudaStream_t s) {
 
 void scaled_mm_cuda(const ScaledMmArgs& args, Stream stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream.handle);
-  const GemmConfig config = select_gemm(describe(args, current_arch()));
+  static const Overrides kDefaults;
+  const Overrides& overrides = args.overrides != nullptr ? *args.overrides : kDefaults;
+  const GemmConfig config = plan_scaled_mm(describe(args, current_arch()), overrides);
   if (config.backend == GemmBackend::kDecode) {
-    sm90_e4m3_gemm_decode(args, plan_decode_gemm(args.m, args.n, args.k, sm_count(), std::getenv("FP8KIT_DECODE_K_SPLITS")),
+    sm90_e4m3_gemm_decode(args, plan_decode_gemm(args.m, args.n, args.k, sm_count(), overrides.decode_k_splits),
                           s);
     return;
   }

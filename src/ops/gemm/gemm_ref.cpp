@@ -60,34 +60,41 @@ std::vector<float> decode_rows(const uint8_t* p, int64_t rows, int64_t k, int64_
 }  // namespace
 
 void scaled_mm_ref(const ScaledMmArgs& args) {
+  // a decoded once; b a block of rows at a time on each thread (decoding all of b would take 4
+  // bytes per weight of scratch on every call), with the same sums.
+  constexpr int64_t kRowsPerBlock = 32;
   const std::vector<float> a = decode_rows(args.a, args.m, args.k, args.lda);
-  const std::vector<float> b = decode_rows(args.b, args.n, args.k, args.ldb);
   const bool block = args.scale_a_kind == ScaleKind::kBlock;
   FP8KIT_CHECK(block == (args.scale_b_kind == ScaleKind::kBlock), ErrorCode::kInternal,
                "scaled_mm_ref: block scaling must apply to both operands");
-  parallel_for(args.m, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float* a_row = a.data() + i * args.k;
-      for (int64_t j = 0; j < args.n; ++j) {
-        const float* b_row = b.data() + j * args.k;
-        float y;
-        if (block) {
-          float acc = 0.0f;
-          for (int64_t kb = 0; kb * args.block_k < args.k; ++kb) {
-            const int64_t k0 = kb * args.block_k, k1 = std::min(args.k, k0 + args.block_k);
-            const float partial = float(dot(a_row, b_row, k0, k1));
-            const float sa = args.scale_a[i * args.sa_row_stride + kb * args.sa_group_stride];
-            const float sb = args.scale_b[(j / args.block_n) * args.sb_row_stride + kb * args.sb_group_stride];
-            acc += (partial * sa) * sb;
+  const int64_t blocks = (args.n + kRowsPerBlock - 1) / kRowsPerBlock;
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t nb = b0; nb < b1; ++nb) {
+      const int64_t j0 = nb * kRowsPerBlock, rows = std::min(kRowsPerBlock, args.n - j0);
+      const std::vector<float> b = decode_rows(args.b + j0 * args.ldb, rows, args.k, args.ldb);
+      for (int64_t i = 0; i < args.m; ++i) {
+        const float* a_row = a.data() + i * args.k;
+        for (int64_t j = j0; j < j0 + rows; ++j) {
+          const float* b_row = b.data() + (j - j0) * args.k;
+          float y;
+          if (block) {
+            float acc = 0.0f;
+            for (int64_t kb = 0; kb * args.block_k < args.k; ++kb) {
+              const int64_t k0 = kb * args.block_k, k1 = std::min(args.k, k0 + args.block_k);
+              const float partial = float(dot(a_row, b_row, k0, k1));
+              const float sa = args.scale_a[i * args.sa_row_stride + kb * args.sa_group_stride];
+              const float sb = args.scale_b[(j / args.block_n) * args.sb_row_stride + kb * args.sb_group_stride];
+              acc += (partial * sa) * sb;
+            }
+            y = acc + load_bias(args, j);
+          } else {
+            const float acc = float(dot(a_row, b_row, 0, args.k));
+            const float sa = row_scale(args.scale_a, args.scale_a_kind, i);
+            const float sb = row_scale(args.scale_b, args.scale_b_kind, j);
+            y = std::fmaf(sa, sb * acc, load_bias(args, j));
           }
-          y = acc + load_bias(args, j);
-        } else {
-          const float acc = float(dot(a_row, b_row, 0, args.k));
-          const float sa = row_scale(args.scale_a, args.scale_a_kind, i);
-          const float sb = row_scale(args.scale_b, args.scale_b_kind, j);
-          y = std::fmaf(sa, sb * acc, load_bias(args, j));
+          store(args, i, j, y);
         }
-        store(args, i, j, y);
       }
     }
   });

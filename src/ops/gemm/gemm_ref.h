@@ -4,7 +4,7 @@
 //   per-tensor / per-token / per-channel:  y = round_out(fmaf(sa, float(sb * acc), bias))
 //   block:  acc = sum over K-blocks of float((float(acc_kb) * sa[m, kb]) * sb[n / bn, kb]),
 //           accumulated in float in K order;  y = round_out(acc + bias)
-// Tested by tests/cpu/test_gemm_ref.cpp (hand-computed cases, integer grids, fp64 tolerance).
+// Tested by tests/cpu/test_gemm.cpp (GemmRef.*: hand-computed cases, integer grids, fp64 tolerance).
 #pragma once
 
 #include "ops/gemm/gemm_args.h"

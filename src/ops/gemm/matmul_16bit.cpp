@@ -9,7 +9,7 @@ namespace fp8kit::ops {
 
 using namespace detail;
 
-Tensor matmul_16bit(const Tensor& x, const Tensor& w, const Tensor& bias, Stream stream) {
+Tensor matmul_16bit(const ForwardContext& ctx, const Tensor& x, const Tensor& w, const Tensor& bias) {
   constexpr std::string_view kOp = "matmul_16bit";
   require_defined(kOp, x, "x");
   require_defined(kOp, w, "w");
@@ -45,7 +45,7 @@ Tensor matmul_16bit(const Tensor& x, const Tensor& w, const Tensor& bias, Stream
   args.out = out.data_ptr();
   args.ldc = n;
   if (m == 0 || n == 0) return out;
-  route(kOp, x.device(), args, matmul_16bit_cpu, matmul_16bit_cuda, stream);
+  route(kOp, ctx, x.device(), args, matmul_16bit_cpu, matmul_16bit_cuda);
   return out;
 }
 

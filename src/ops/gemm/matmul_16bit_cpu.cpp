@@ -37,6 +37,4 @@ void matmul_16bit_cpu(const Matmul16Args& args, const Overrides& overrides, int 
   cpu::run_cpu_gemm(problem, plan);
 }
 
-void matmul_16bit_cpu(const Matmul16Args& args) { matmul_16bit_cpu(args, process_overrides(), num_threads()); }
-
 }  // namespace fp8kit::ops

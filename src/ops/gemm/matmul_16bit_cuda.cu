@@ -4,7 +4,6 @@
 // matmul_16bit_ref.cpp (double accumulation); the kernels agree with it within f32 accumulation
 // error. Floor: 2*M*N*K FLOPs over the 16-bit tensor-core peak, or the weight bytes over HBM
 // bandwidth at small M.
-#include <cublasLt.h>
 
 #include <cstdint>
 #include <map>
@@ -12,6 +11,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/cuda/cublaslt_api.h"
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/error.h"
 #include "fp8kit/half.h"
@@ -20,6 +20,9 @@
 
 namespace fp8kit::ops {
 namespace {
+
+// cuBLASLt, loaded on first use (core/cuda/cublaslt_api.h).
+const cuda::CublasLtApi& lt() { return cuda::cublaslt(); }
 
 // ---- generic kernel ----
 
@@ -71,7 +74,7 @@ void launch_generic(const Matmul16Args& args, cudaStream_t s) {
 // (No fmt here: nvcc compiles this file.)
 void check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS) {
-    throw Error(ErrorCode::kCuda, std::string("cuBLASLt ") + what + " failed: " + cublasLtGetStatusName(status));
+    throw Error(ErrorCode::kCuda, std::string("cuBLASLt ") + what + " failed: " + lt().cublasLtGetStatusName(status));
   }
 }
 
@@ -92,10 +95,10 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   bool found = false;
   ~Plan() {
-    if (op) cublasLtMatmulDescDestroy(op);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (op) lt().cublasLtMatmulDescDestroy(op);
+    if (a) lt().cublasLtMatrixLayoutDestroy(a);
+    if (b) lt().cublasLtMatrixLayoutDestroy(b);
+    if (d) lt().cublasLtMatrixLayoutDestroy(d);
   }
 };
 
@@ -106,12 +109,12 @@ struct Context {
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
 
   explicit Context(int device) {
-    check(cublasLtCreate(&handle), "create");
+    check(lt().cublasLtCreate(&handle), "create");
     workspace = Tensor::empty({kWorkspaceBytes}, DType::kU8, Device::cuda(device));
   }
   ~Context() {
     plans.clear();
-    if (handle) cublasLtDestroy(handle);
+    if (handle) lt().cublasLtDestroy(handle);
   }
 };
 
@@ -129,32 +132,33 @@ Context& context() {
 std::unique_ptr<Plan> make_plan(Context& ctx, const Matmul16Args& p) {
   auto plan = std::make_unique<Plan>();
   const cudaDataType_t type = p.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
-  check(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
+  check(lt().cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
-  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)), "transa");
-  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)), "transb");
+  check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)), "transa");
+  check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)), "transb");
   if (p.bias != nullptr) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+    check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
           "epilogue");
-    check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)),
+    check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)),
           "bias type");
-    check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)), "bias");
+    check(lt().cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)),
+          "bias");
   }
-  check(cublasLtMatrixLayoutCreate(&plan->a, type, uint64_t(p.k), uint64_t(p.n), p.ldw), "A layout");
-  check(cublasLtMatrixLayoutCreate(&plan->b, type, uint64_t(p.k), uint64_t(p.m), p.ldx), "B layout");
-  check(cublasLtMatrixLayoutCreate(&plan->d, type, uint64_t(p.n), uint64_t(p.m), p.ldc), "D layout");
+  check(lt().cublasLtMatrixLayoutCreate(&plan->a, type, uint64_t(p.k), uint64_t(p.n), p.ldw), "A layout");
+  check(lt().cublasLtMatrixLayoutCreate(&plan->b, type, uint64_t(p.k), uint64_t(p.m), p.ldx), "B layout");
+  check(lt().cublasLtMatrixLayoutCreate(&plan->d, type, uint64_t(p.n), uint64_t(p.m), p.ldc), "D layout");
   cublasLtMatmulPreference_t pref = nullptr;
-  check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  check(lt().cublasLtMatmulPreferenceCreate(&pref), "preference");
   const uint64_t workspace = Context::kWorkspaceBytes;
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                             sizeof(workspace)),
+  check(lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                  sizeof(workspace)),
         "workspace preference");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan->op, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  const cublasStatus_t status = lt().cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan->op, plan->a, plan->b, plan->d,
+                                                                    plan->d, pref, 1, &result, &found);
+  lt().cublasLtMatmulPreferenceDestroy(pref);
   plan->found = status == CUBLAS_STATUS_SUCCESS && found > 0;
   if (plan->found) plan->algo = result.algo;
   return plan;
@@ -169,10 +173,11 @@ bool run_cublaslt(const Matmul16Args& p, cudaStream_t stream) {
   Plan& plan = *it->second;
   if (!plan.found) return false;
   if (p.bias != nullptr) {
-    check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)), "bias");
+    check(lt().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)),
+          "bias");
   }
   const float alpha = 1.0f, beta = 0.0f;
-  check(cublasLtMatmul(ctx.handle, plan.op, &alpha, p.w, plan.a, p.x, plan.b, &beta, p.out, plan.d, p.out, plan.d,
+  check(lt().cublasLtMatmul(ctx.handle, plan.op, &alpha, p.w, plan.a, p.x, plan.b, &beta, p.out, plan.d, p.out, plan.d,
                        &plan.algo, ctx.workspace.data_ptr(), Context::kWorkspaceBytes, stream),
         "matmul");
   return true;

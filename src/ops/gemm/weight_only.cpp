@@ -1,11 +1,11 @@
 // Public entry of weight_only_mm (include/fp8kit/ops/gemm.h): validates once, fills
 // WeightOnlyMmArgs, routes by device. Tested by tests/cpu/test_weight_only.cpp and
 // tests/gpu/test_weight_only_cuda.cpp.
-#include <cstdlib>
 #include <string_view>
 
+#include "core/checked_math.h"
 #include "fp8kit/ops/gemm.h"
-#include "ops/gemm/gemm_cpu.h"  // CPU backend: weight_only_mm_cpu (reference or fast, by plan)
+#include "ops/gemm/gemm_cpu.h"  // CPU backend: weight_only_mm_cpu (fast or reference, by plan)
 #include "ops/gemm/weight_only_cuda.h"
 #include "ops/gemm/weight_only_ref.h"
 #include "ops/op_checks.h"
@@ -14,7 +14,7 @@ namespace fp8kit::ops {
 
 using namespace detail;
 
-Tensor weight_only_mm(const Tensor& x, const Tensor& w_in, const Tensor& w_scale, const WeightOnlyMmOptions& options) {
+Tensor weight_only_mm(const ForwardContext& ctx, const Tensor& x, const Tensor& w_in, const Tensor& w_scale, const WeightOnlyMmOptions& options) {
   constexpr std::string_view kOp = "weight_only_mm";
   require_defined(kOp, x, "x");
   require_defined(kOp, w_in, "w");
@@ -53,9 +53,9 @@ Tensor weight_only_mm(const Tensor& x, const Tensor& w_in, const Tensor& w_scale
   if (options.block) {
     const auto [bn, bk] = *options.block;
     FP8KIT_CHECK_ARG(bn > 0 && bk > 0, "{}: block sizes must be positive, got [{}, {}]", kOp, bn, bk);
-    FP8KIT_CHECK_ARG(w_scale.dim() == 2 && w_scale.size(0) == (n + bn - 1) / bn && w_scale.size(1) == (k + bk - 1) / bk,
+    FP8KIT_CHECK_ARG(w_scale.dim() == 2 && w_scale.size(0) == ceil_div(n, bn) && w_scale.size(1) == ceil_div(k, bk),
                      "{}: `w_scale` must be [ceil(N / block_n), ceil(K / block_k)] = [{}, {}], got {}", kOp,
-                     (n + bn - 1) / bn, (k + bk - 1) / bk, w_scale.description());
+                     ceil_div(n, bn), ceil_div(k, bk), w_scale.description());
     args.scale_kind = ScaleKind::kBlock;
     args.s_row_stride = w_scale.stride(0);
     args.s_col_stride = w_scale.stride(1);
@@ -87,13 +87,8 @@ Tensor weight_only_mm(const Tensor& x, const Tensor& w_in, const Tensor& w_scale
   args.out = out.data_ptr();
   args.ldc = n;
   if (m == 0 || n == 0) return out;
-  if (x.device().is_cuda()) {
-    const char* env = std::getenv("FP8KIT_WEIGHT_ONLY_GEMM");
-    const std::string_view forced = env != nullptr ? env : "";
-    FP8KIT_CHECK_ARG(forced.empty() || forced == "cuda_core" || forced == "tiled",
-                     "FP8KIT_WEIGHT_ONLY_GEMM={}: expected cuda_core or tiled", forced);
-  }
-  route(kOp, x.device(), args, weight_only_mm_cpu, weight_only_mm_cuda, options.stream);
+  args.overrides = &ctx.overrides();
+  route(kOp, ctx, x.device(), args, weight_only_mm_cpu, weight_only_mm_cuda);
   return out;
 }
 

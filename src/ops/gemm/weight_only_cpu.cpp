@@ -55,6 +55,4 @@ void weight_only_mm_cpu(const WeightOnlyMmArgs& args, const Overrides& overrides
   cpu::run_cpu_gemm(problem, plan);
 }
 
-void weight_only_mm_cpu(const WeightOnlyMmArgs& args) { weight_only_mm_cpu(args, process_overrides(), num_threads()); }
-
 }  // namespace fp8kit::ops

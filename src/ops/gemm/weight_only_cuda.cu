@@ -5,12 +5,11 @@
 // 2 <= M <= 32 the weight-streaming one of weight_only_mma.cu, M = 1 the CUDA-core decode kernel
 // of weight_only_decode.cu. FP8KIT_WEIGHT_ONLY_GEMM=cuda_core keeps the CUDA-core kernels, =tiled
 // takes the tiled kernel at every M (tests, benchmarks).
-#include <cstdlib>
-#include <string_view>
 
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/fp8.h"
 #include "fp8kit/half.h"
+#include "ops/gemm/gemm_config.h"
 #include "ops/gemm/weight_only_cuda.h"
 #include "ops/gemm/weight_only_decode.h"
 #include "ops/gemm/weight_only_mma.h"
@@ -66,32 +65,23 @@ __global__ void weight_only_kernel(const WeightOnlyMmArgs args) {
 
 void weight_only_mm_cuda(const WeightOnlyMmArgs& args, Stream stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream.handle);
-  const char* forced_env = std::getenv("FP8KIT_WEIGHT_ONLY_GEMM");
-  const std::string_view forced = forced_env != nullptr ? forced_env : "";  // checked by weight_only_mm
-  const bool cuda_core = forced == "cuda_core";
   int device = 0;
   FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
-  // From 33 rows the tiled kernel (K split when its tiles are few) beats the streaming one, whose
-  // token tiles re-read the activations for every 16 weight rows (H200: 1.0-1.6x at M = 64,
-  // 0.6-1.1x at M = 32).
-  if (!cuda_core && (args.m >= kWeightOnlyTiledMinM || forced == "tiled") && weight_only_tiled_serves(args, device)) {
-    weight_only_tiled_cuda(args, s);
-    return;
-  }
-  // One row streams faster through the CUDA-core decode kernel on large weights (measured on the
-  // H200: 1.73x vs 1.27x a BF16 GEMM at 57344 x 8192); from two rows the tensor cores win.
-  const bool mma = !cuda_core && weight_only_mma_serves(args, device);
-  if (mma && args.m >= 2) {
-    weight_only_mma_cuda(args, s);
-    return;
-  }
-  if (weight_only_decode_serves(args)) {
-    weight_only_decode_cuda(args, s);
-    return;
-  }
-  if (mma) {
-    weight_only_mma_cuda(args, s);
-    return;
+  WeightOnlyDesc desc;
+  desc.m = args.m;
+  desc.tiled_serves = weight_only_tiled_serves(args, device);
+  desc.mma_serves = weight_only_mma_serves(args, device);
+  desc.decode_serves = weight_only_decode_serves(args);
+  static const Overrides kDefaults;
+  switch (plan_weight_only_mm(desc, args.overrides != nullptr ? *args.overrides : kDefaults)) {
+    case WeightOnlyKernel::kTiled:
+      return weight_only_tiled_cuda(args, s);
+    case WeightOnlyKernel::kMma:
+      return weight_only_mma_cuda(args, s);
+    case WeightOnlyKernel::kDecode:
+      return weight_only_decode_cuda(args, s);
+    case WeightOnlyKernel::kGeneric:
+      break;
   }
   const dim3 block(kTile, kTile);
   const dim3 grid(unsigned((args.n + kTile - 1) / kTile), unsigned((args.m + kTile - 1) / kTile));

@@ -9,8 +9,6 @@
 namespace fp8kit::ops {
 
 inline constexpr int64_t kWeightOnlyMmaMaxM = 64;
-// weight_only_mm_cuda's choice: the tiled kernel from this many rows, the streaming one below.
-inline constexpr int64_t kWeightOnlyTiledMinM = 33;
 
 // Both: sm_80+, K a multiple of 16, 16-byte aligned weight and activation rows.
 // Streaming: 1 <= M <= 64, block scales with block_k a multiple of 64.

@@ -1,12 +1,11 @@
 // Public entry of fused_experts (include/fp8kit/ops/moe_experts.h): the checks of vLLM's
 // fused_experts_impl with its texts, then fp8kit's own checks of the quantization arguments,
-// the chunk size (options or FP8KIT_FUSED_MOE_CHUNK_SIZE), and routing by device. Tested by
+// the chunk size (options or the context's overrides), and routing by device. Tested by
 // tests/cpu/test_fused_experts_errors.cpp and the other test_fused_experts*.cpp.
-#include <charconv>
-#include <cstdlib>
 #include <string_view>
 #include <tuple>
 
+#include "core/checked_math.h"
 #include "fp8kit/ops/moe_experts.h"
 #include "ops/moe/fused_experts_cpu.h"  // CPU backend: fast pipeline or reference, by plan
 #include "ops/moe/fused_experts_cuda.h"
@@ -20,29 +19,6 @@ using namespace detail;
 namespace {
 
 constexpr std::string_view kOp = "fused_experts";
-constexpr int64_t kDefaultChunkSize = 32768;  // VLLM_FUSED_MOE_CHUNK_SIZE's default (spec 2.6)
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// An unset or empty variable keeps the default, as vLLM's int(os.getenv(..., "32768")).
-int64_t chunk_size_from_env() {
-  const char* env = std::getenv("FP8KIT_FUSED_MOE_CHUNK_SIZE");
-  if (env == nullptr || *env == '\0') return kDefaultChunkSize;
-  const std::string_view text(env);
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  FP8KIT_CHECK_ARG(ec == std::errc() && end == text.data() + text.size() && value > 0,
-                   "FP8KIT_FUSED_MOE_CHUNK_SIZE must be a positive integer, got '{}'", text);
-  return value;
-}
-
-bool fast_accum_from_env() {
-  const char* env = std::getenv("FP8KIT_MOE_FAST_ACCUM");
-  if (env == nullptr || *env == '\0') return false;
-  const std::string_view text(env);
-  FP8KIT_CHECK_ARG(text == "0" || text == "1", "FP8KIT_MOE_FAST_ACCUM must be 0 or 1, got '{}'", text);
-  return text == "1";
-}
 
 GatedActivation parse_activation(const std::string& activation) {
   if (activation == "silu") return GatedActivation::kSilu;
@@ -140,7 +116,7 @@ void check_expert_map(const FusedExpertsOptions& o, FusedExpertsArgs& a) {
 
 }  // namespace
 
-Tensor fused_experts(const Tensor& hidden_states, const Tensor& w1, const Tensor& w2, const Tensor& topk_weights,
+Tensor fused_experts(const ForwardContext& ctx, const Tensor& hidden_states, const Tensor& w1, const Tensor& w2, const Tensor& topk_weights,
                      const Tensor& topk_ids, const FusedExpertsOptions& options) {
   require_defined(kOp, hidden_states, "hidden_states");
   require_defined(kOp, w1, "w1");
@@ -192,17 +168,18 @@ Tensor fused_experts(const Tensor& hidden_states, const Tensor& w1, const Tensor
   check_expert_map(options, a);
   FP8KIT_CHECK_ARG(options.chunk_size >= 0, "{}: `chunk_size` must be 0 (the default) or positive, got {}", kOp,
                    options.chunk_size);
-  a.chunk_size = options.chunk_size > 0 ? options.chunk_size : chunk_size_from_env();
-  a.fast_accum = options.fast_accum || fast_accum_from_env();
+  a.chunk_size = options.chunk_size > 0 ? options.chunk_size : ctx.overrides().fused_moe_chunk_size;
+  a.fast_accum = options.fast_accum || ctx.overrides().moe_fast_accum;
+  a.ctx = &ctx;
 
   a.out = options.inplace ? hidden_states : Tensor::empty(hidden_states.shape(), hidden_states.dtype(),
                                                          hidden_states.device());
   if (a.num_tokens == 0 || a.hidden_size == 0) return a.out;
   if (a.top_k == 0 || a.intermediate_size == 0) {  // no expert contributes: the sum is zero
-    a.out.fill_bytes_(0, options.stream);
+    a.out.fill_bytes_(0, ctx.stream());
     return a.out;
   }
-  route(kOp, hidden_states.device(), a, fused_experts_cpu, fused_experts_cuda, options.stream);
+  route(kOp, ctx, hidden_states.device(), a, fused_experts_cpu, fused_experts_cuda);
   return a.out;
 }
 

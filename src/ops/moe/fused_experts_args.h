@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "fp8kit/runtime/forward_context.h"
 #include "fp8kit/tensor.h"
 #include "ops/activation/activation_args.h"
 
@@ -37,7 +38,10 @@ struct FusedExpertsArgs {
   GatedActivation activation = GatedActivation::kSilu;
   bool apply_router_weight_on_input = false;
   int64_t chunk_size = 32768;  // tokens per chunk, >= 1
-  bool fast_accum = false;     // FusedExpertsOptions::fast_accum (or FP8KIT_MOE_FAST_ACCUM=1)
+  bool fast_accum = false;     // FusedExpertsOptions::fast_accum or the context's moe_fast_accum
+  // The caller's context (valid for the call): the stream, the workspace the CUDA path takes its
+  // scratch from, the overrides its plan reads, and the quantization ops the steps call.
+  const ForwardContext* ctx = nullptr;
 };
 
 // Step 3 of the layer: the gated activation of C1 [rows, 2I] (contiguous rows) into C2 [rows, I].

@@ -30,12 +30,12 @@ Operand prepare_operand(const FusedExpertsArgs& a, const Tensor& x, const Tensor
     PerTokenGroupQuantOptions o;
     o.group_size = a.block_k;
     o.out_dtype = a.w1.dtype();
-    q = per_token_group_quant(x, o);
+    q = per_token_group_quant(*a.ctx, x, o);
   } else {
     ScaledFp8QuantOptions o;
     o.scale = static_scale;
     o.out_dtype = a.w1.dtype();
-    q = scaled_fp8_quant(x, o);
+    q = scaled_fp8_quant(*a.ctx, x, o);
   }
   return {q.q, q.scale.contiguous()};
 }
@@ -132,7 +132,5 @@ void fused_experts_cpu(const FusedExpertsArgs& args, const Overrides& overrides,
   if (!plan.fast) return fused_experts_ref(args);
   run_fast(args, plan.isa, overrides, num_threads);
 }
-
-void fused_experts_cpu(const FusedExpertsArgs& args) { fused_experts_cpu(args, process_overrides(), num_threads()); }
 
 }  // namespace fp8kit::ops

@@ -15,6 +15,5 @@
 namespace fp8kit::ops {
 
 void fused_experts_cpu(const FusedExpertsArgs& args, const Overrides& overrides, int num_threads);
-void fused_experts_cpu(const FusedExpertsArgs& args);
 
 }  // namespace fp8kit::ops

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "core/checked_math.h"
 #include "fp8kit/ops/moe_routing.h"
 #include "fp8kit/ops/quant.h"
 #include "fp8kit/platform.h"
@@ -26,8 +27,6 @@
 namespace fp8kit::ops {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 const float* f32_ptr(const Tensor& t) { return t.defined() ? static_cast<const float*>(t.data_ptr()) : nullptr; }
 
 // A GEMM operand: the values the kernel reads and, when quantized, its activation scales.
@@ -37,21 +36,19 @@ struct Operand {
 };
 
 // Steps 1 / 4 (vLLM moe_kernel_quantize_input), as prepare_operand of the reference.
-Operand prepare_operand(const FusedExpertsArgs& a, const Tensor& x, const Tensor& static_scale, Stream stream) {
+Operand prepare_operand(const FusedExpertsArgs& a, const Tensor& x, const Tensor& static_scale) {
   if (a.quant != ExpertQuant::kFp8W8A8) return {x, Tensor()};
   QuantResult q;
   if (a.block) {
     PerTokenGroupQuantOptions o;
     o.group_size = a.block_k;
     o.out_dtype = a.w1.dtype();
-    o.stream = stream;
-    q = per_token_group_quant(x, o);
+    q = per_token_group_quant(*a.ctx, x, o);
   } else {
     ScaledFp8QuantOptions o;
     o.scale = static_scale;
     o.out_dtype = a.w1.dtype();
-    o.stream = stream;
-    q = scaled_fp8_quant(x, o);
+    q = scaled_fp8_quant(*a.ctx, x, o);
   }
   FP8KIT_CHECK(q.q.is_contiguous() && q.scale.is_contiguous(), ErrorCode::kInternal, "fused_experts: quantized operand not contiguous");
   return {q.q, q.scale};
@@ -135,21 +132,25 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
   // Scratch for the largest chunk: C1 [rows, 2I] and C3 [rows, H] share one buffer (the
   // activation consumes C1 before GEMM2 writes C3, in stream order), C2 [rows, I]; rows = slots,
   // or on the sorted path (below) the sorted positions the chunk's blocks can hold.
-  const GroupedKernel kernel = preferred_grouped_kernel(a.quant, device.index);
+  const Overrides& overrides = a.ctx->overrides();
+  Workspace& workspace = a.ctx->workspace();
+  Workspace::Scope call_scratch(workspace);
+  const GroupedKernel kernel = preferred_grouped_kernel(a.quant, device.index, overrides);
   const int64_t max_slots = std::min(a.chunk_size, a.num_tokens) * top_k;
-  const bool may_sort = kernel == GroupedKernel::kWgmma && grouped_block_m(max_slots, a.global_num_experts, kernel) >= 64;
+  const bool may_sort = kernel == GroupedKernel::kWgmma && grouped_block_m(max_slots, a.global_num_experts, kernel, overrides) >= 64;
   // Sorted rows of a chunk: at most ceil(slots / block) + (non-empty experts) blocks; the bound
   // for blocks of 128 covers blocks of 64 (and smaller chunks).
   const int64_t max_rows =
       may_sort ? (ceil_div(max_slots, 128) + std::min(max_slots, a.global_num_experts)) * 128 : max_slots;
-  const Tensor c13 = Tensor::empty({max_rows * std::max(2 * inter, h)}, dtype, device);
-  const Tensor c2_all = Tensor::empty({max_rows, inter}, dtype, device);
+  const Tensor c13 = workspace.take({max_rows * std::max(2 * inter, h)}, dtype);
+  const Tensor c2_all = workspace.take({max_rows, inter}, dtype);
 
   for (int64_t t0 = 0; t0 < a.num_tokens; t0 += a.chunk_size) {
     const int64_t m = std::min(a.chunk_size, a.num_tokens - t0);
+    Workspace::Scope chunk_scratch(workspace);  // the next chunk's kernels reuse it in stream order
     Routing r;
     r.slots = m * top_k;
-    r.block_m = grouped_block_m(r.slots, a.global_num_experts, kernel);
+    r.block_m = grouped_block_m(r.slots, a.global_num_experts, kernel, overrides);
     r.weights = static_cast<const float*>(weights.data_ptr()) + t0 * top_k;
     const bool w8a8 = a.quant == ExpertQuant::kFp8W8A8;
     // Fills that buffers start from are queued here, ahead of the chunk's kernels: a memset
@@ -161,19 +162,19 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     const int64_t rows_bound =
         may_sort_chunk ? (ceil_div(r.slots, r.block_m) + std::min(r.slots, a.global_num_experts)) * r.block_m : r.slots;
     // C2's dynamic scale and, after it, the counter of the one-launch form's grid barrier.
-    Tensor a2_dynamic = w8a8 && !a.block && !a.a2_scale.defined() ? Tensor::empty({2}, DType::kF32, device) : Tensor();
+    Tensor a2_dynamic = w8a8 && !a.block && !a.a2_scale.defined() ? workspace.take({2}, DType::kF32) : Tensor();
     const bool a2_zeroed = a2_dynamic.defined() && act_and_quant_two_pass(rows_bound, inter);
     if (a2_zeroed) a2_dynamic.fill_bytes_(0, stream);
-    Tensor row_of_slot = may_sort_chunk ? Tensor::empty({r.slots}, DType::kI32, device) : Tensor();
+    Tensor row_of_slot = may_sort_chunk ? workspace.take({r.slots}, DType::kI32) : Tensor();
     if (may_sort_chunk) row_of_slot.fill_bytes_(0xff, stream);
     // (2) the chunk's slots grouped by expert (moved ahead of the quantization: independent).
-    r.align = moe_align_block_size(ids.narrow(0, t0, m), r.block_m, a.global_num_experts, a.expert_map, false, stream);
+    r.align = moe_align_block_size(*a.ctx, ids.narrow(0, t0, m), r.block_m, a.global_num_experts, a.expert_map, false);
     // Blocks in use <= sum over non-empty experts of ceil(count / BM) <= ceil(slots / BM) + non-empty experts.
     r.grid_m_blocks = std::min(r.align.expert_ids.size(0),
                                ceil_div(r.slots, r.block_m) + std::min(r.slots, a.global_num_experts));
 
     // (1) quantize A (copied out of hidden_states before the chunk's output rows are written).
-    const Operand x1 = prepare_operand(a, a.hidden_states.narrow(0, t0, m), a.a1_scale, stream);
+    const Operand x1 = prepare_operand(a, a.hidden_states.narrow(0, t0, m), a.a1_scale);
     const Tensor c3 = c13.narrow(0, 0, r.slots * h).view({r.slots, h});
 
     // Steps 4 and 5 fused where act_and_quant serves the layer (W8A8, block scales only in groups
@@ -181,8 +182,8 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
     Operand fused_q2;  // C2's codes and scales when fused
     auto fused_act_quant = [&](int64_t rows, const int32_t* rows_in_use) {
       if (!w8a8 || (a.block && a.block_k != 128)) return std::optional<ActQuantArgs>();
-      Operand q2{Tensor::empty({rows, inter}, a.w1.dtype(), device), Tensor()};
-      q2.scale = a.block ? Tensor::empty({rows, inter / 128}, DType::kF32, device)
+      Operand q2{workspace.take({rows, inter}, a.w1.dtype()), Tensor()};
+      q2.scale = a.block ? workspace.take({rows, inter / 128}, DType::kF32)
                          : a.a2_scale.defined() ? a.a2_scale : a2_dynamic.narrow(0, 0, 1);
       ActQuantArgs aq = act_quant_args(a, c13.narrow(0, 0, rows * 2 * inter).view({rows, 2 * inter}),
                                        c2_all.narrow(0, 0, rows), q2.values, q2.scale, rows_in_use);
@@ -217,7 +218,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
 
     // (3) GEMM1 -> C1, routed weight here when apply_router_weight_on_input.
     if (sorted) {
-      Operand x1s{Tensor::empty({rows, h}, x1.values.dtype(), device), Tensor()};
+      Operand x1s{workspace.take({rows, h}, x1.values.dtype()), Tensor()};
       SortedGather gather;
       gather.rows = rows;
       gather.k = h;
@@ -232,7 +233,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
       gather.row_of_slot = static_cast<int32_t*>(row_of_slot.data_ptr());
       if (a.block) {
         gather.groups = x1.scale.size(1);
-        x1s.scale = Tensor::empty({rows, gather.groups}, DType::kF32, device);
+        x1s.scale = workspace.take({rows, gather.groups}, DType::kF32);
         gather.scale = f32_ptr(x1.scale);
         gather.scale_out = static_cast<float*>(x1s.scale.data_ptr());
       } else {
@@ -252,7 +253,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
       x2 = fused_q2;
     } else {
       act_and_mul_cuda(gated_activation_args(a, c1, c2), stream);
-      x2 = prepare_operand(a, c2, a.a2_scale, stream);
+      x2 = prepare_operand(a, c2, a.a2_scale);
     }
 
     // (6) GEMM2 -> C3, one A row per slot. Decode on the wgmma kernel may split K where the grid
@@ -266,9 +267,9 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
       if (kernel == GroupedKernel::kWgmma && r.block_m == 16) {
         const int64_t ctas = r.grid_m_blocks * ceil_div(h, 64);
         g2.k_splits = choose_grouped_k_splits(ctas, ceil_div(inter, 128), get_cu_count(device.index), a.block,
-                                              std::getenv("FP8KIT_MOE_K_SPLITS"));
+                                              overrides.moe_k_splits);
         if (g2.k_splits > 1) {
-          partials = Tensor::empty({g2.k_splits, r.slots, h}, DType::kF32, device);
+          partials = workspace.take({g2.k_splits, r.slots, h}, DType::kF32);
           g2.partials = static_cast<float*>(partials.data_ptr());
           if (!grouped_gemm_sm90_wgmma_rejects(g2, device.index).empty()) g2.k_splits = 1;
         }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/checked_math.h"
 #include "core/parallel.h"
 #include "fp8kit/fp8.h"
 #include "fp8kit/half.h"
@@ -97,7 +98,7 @@ std::vector<float> expert_weights_f32(const Tensor& w, ExpertQuant quant, const 
   std::vector<float> out(size_t(e_count * n * k));
   const Tensor s = quant == ExpertQuant::kWeightOnly ? scale.contiguous() : Tensor();
   const float* sp = s.defined() ? s.data<float>() : nullptr;
-  const int64_t nb = block ? (n + block_n - 1) / block_n : 0, kb = block ? (k + block_k - 1) / block_k : 0;
+  const int64_t nb = block ? ceil_div(n, block_n) : 0, kb = block ? ceil_div(k, block_k) : 0;
   const auto* base = static_cast<const uint8_t*>(w.data_ptr());
   const int64_t es = w.stride(0), ns = w.stride(1);
   const size_t elem = w.element_size();

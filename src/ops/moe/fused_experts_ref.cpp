@@ -34,13 +34,13 @@ Operand prepare_operand(const FusedExpertsArgs& a, const Tensor& x, const Tensor
     PerTokenGroupQuantOptions o;
     o.group_size = a.block_k;
     o.out_dtype = a.w1.dtype();
-    q = per_token_group_quant(x, o);
+    q = per_token_group_quant(*a.ctx, x, o);
     op.scaling = ExpertGemmScaling::kBlock;
   } else {
     ScaledFp8QuantOptions o;
     o.scale = static_scale;
     o.out_dtype = a.w1.dtype();
-    q = scaled_fp8_quant(x, o);
+    q = scaled_fp8_quant(*a.ctx, x, o);
     op.scaling = ExpertGemmScaling::kPerTensor;
   }
   op.values = values_f32(q.q);

@@ -3,8 +3,6 @@
 
 #include "ops/moe/grouped_gemm_dispatch.h"
 
-#include <cstdlib>
-
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "ops/gemm/gemm_config.h"
@@ -13,15 +11,15 @@
 
 namespace fp8kit::ops {
 
-GroupedKernel preferred_grouped_kernel(ExpertQuant quant, int device) {
+GroupedKernel preferred_grouped_kernel(ExpertQuant quant, int device, const Overrides& overrides) {
   int major = 0, minor = 0;
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return choose_grouped_kernel(quant, 10 * major + minor, std::getenv("FP8KIT_MOE_GEMM"));
+  return choose_grouped_kernel(quant, 10 * major + minor, overrides.moe_gemm);
 }
 
-int64_t grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel) {
-  return choose_grouped_block_m(slots, global_num_experts, kernel, std::getenv("FP8KIT_MOE_BLOCK_M"));
+int64_t grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel, const Overrides& overrides) {
+  return choose_grouped_block_m(slots, global_num_experts, kernel, overrides.moe_block_m);
 }
 
 namespace {

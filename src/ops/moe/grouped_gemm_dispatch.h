@@ -12,11 +12,11 @@
 
 namespace fp8kit::ops {
 
-// choose_grouped_kernel for `device` and FP8KIT_MOE_GEMM.
-GroupedKernel preferred_grouped_kernel(ExpertQuant quant, int device);
+// choose_grouped_kernel for `device` and overrides.moe_gemm.
+GroupedKernel preferred_grouped_kernel(ExpertQuant quant, int device, const Overrides& overrides);
 
-// choose_grouped_block_m with FP8KIT_MOE_BLOCK_M.
-int64_t grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel);
+// choose_grouped_block_m with overrides.moe_block_m.
+int64_t grouped_block_m(int64_t slots, int64_t global_num_experts, GroupedKernel kernel, const Overrides& overrides);
 
 // Runs `g` on `kernel`, or on the next kernel down (mma.sync, then CUDA cores) where it rejects `g`.
 void run_grouped_gemm(const GroupedGemmArgs& g, GroupedKernel kernel, int device, cudaStream_t stream);

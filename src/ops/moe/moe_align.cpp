@@ -12,9 +12,10 @@ namespace fp8kit::ops {
 
 using namespace detail;
 
-MoeAlignResult moe_align_block_size(const Tensor& topk_ids, int64_t block_size, int64_t num_experts,
-                                    const Tensor& expert_map, bool pad_sorted_ids, Stream stream) {
+MoeAlignResult moe_align_block_size(const ForwardContext& ctx, const Tensor& topk_ids, int64_t block_size,
+                                    int64_t num_experts, const Tensor& expert_map, bool pad_sorted_ids) {
   constexpr std::string_view kOp = "moe_align_block_size";
+  const Stream stream = ctx.stream();
   require_defined(kOp, topk_ids, "topk_ids");
   require_same_device(kOp, expert_map, "expert_map", topk_ids, "topk_ids");
   require_backend(kOp, topk_ids.device());
@@ -58,7 +59,7 @@ MoeAlignResult moe_align_block_size(const Tensor& topk_ids, int64_t block_size, 
   a.num_tokens_post_padded = static_cast<int32_t*>(r.num_tokens_post_padded.data_ptr());
   const Tensor scratch = device.is_cuda() ? Tensor::empty({kMoeAlignMaxWarps * num_experts}, DType::kI32, device) : Tensor();
   if (scratch.defined()) a.warp_offsets = static_cast<int32_t*>(scratch.data_ptr());
-  route(kOp, device, a, moe_align_ref, moe_align_cuda, stream);
+  route(kOp, ctx, device, a, moe_align_ref, moe_align_cuda);
   return r;
 }
 

@@ -112,9 +112,9 @@ void check_eplb(const SelectExpertsOptions& o, const Tensor& logits) {
 }
 
 // Logical ids -> physical replicas, counting the load of this rank's experts (spec 1.9 EPLB).
-Tensor apply_eplb(const SelectExpertsOptions& o, const Tensor& ids_in, DType out_dtype) {
+Tensor apply_eplb(const ForwardContext& ctx, const SelectExpertsOptions& o, const Tensor& ids_in, DType out_dtype) {
   constexpr std::string_view kOp = "select_experts";
-  const Stream stream = o.stream;
+  const Stream stream = ctx.stream();
   const Tensor ids = contiguous_on(ids_in, stream);
   const Tensor l2p = contiguous_on(o.logical_to_physical_map, stream);
   const Tensor count = contiguous_on(o.logical_replica_count, stream);
@@ -136,30 +136,32 @@ Tensor apply_eplb(const SelectExpertsOptions& o, const Tensor& ids_in, DType out
   a.num_physical = map.defined() ? map.size(0) : 0;
   a.expert_load = static_cast<int64_t*>(o.expert_load_view.data_ptr());
   a.load_size = o.expert_load_view.size(0);
-  route(kOp, ids.device(), a, eplb_ref, eplb_cuda, stream);
+  route(kOp, ctx, ids.device(), a, eplb_ref, eplb_cuda);
   return out;
 }
 
 }  // namespace
 
-TopkResult fused_topk(const Tensor& hidden_states, const Tensor& gating_output, int64_t topk, bool renormalize,
-                      std::optional<DType> indices_type, Stream stream) {
+TopkResult fused_topk(const ForwardContext& ctx, const Tensor& hidden_states, const Tensor& gating_output, int64_t topk,
+                      bool renormalize, std::optional<DType> indices_type) {
   constexpr std::string_view kOp = "fused_topk";
+  const Stream stream = ctx.stream();
   TopkCall call =
       prepare_topk(kOp, hidden_states, gating_output, topk, renormalize, indices_type.value_or(DType::kI32), stream);
   // gating_output.float(), then softmax and top-k in f32 (spec 1.9).
   call.args.scoring = ScoringFunc::kSoftmax;
   call.args.score_dtype = DType::kF32;
-  route(kOp, call.gating.device(), call.args, topk_ref, topk_cuda, stream);
+  route(kOp, ctx, call.gating.device(), call.args, topk_ref, topk_cuda);
   return call.result;
 }
 
 namespace {
 
 // grouped_topk with its ids written directly in `ids_dtype` (select_experts' topk_ids.to(indices_type)).
-TopkResult grouped_topk_as(const Tensor& hidden_states, const Tensor& gating_output, int64_t topk, bool renormalize,
-                           const GroupedTopkOptions& options, DType ids_dtype, Stream stream) {
+TopkResult grouped_topk_as(const ForwardContext& ctx, const Tensor& hidden_states, const Tensor& gating_output,
+                           int64_t topk, bool renormalize, const GroupedTopkOptions& options, DType ids_dtype) {
   constexpr std::string_view kOp = "grouped_topk";
+  const Stream stream = ctx.stream();
   TopkCall call = prepare_topk(kOp, hidden_states, gating_output, topk, renormalize, ids_dtype, stream);
   TopkArgs& a = call.args;
   if (options.scoring_func == "softmax") {
@@ -200,18 +202,19 @@ TopkResult grouped_topk_as(const Tensor& hidden_states, const Tensor& gating_out
     a.bias_dtype = bias.dtype();
     a.key_dtype = promote_float(a.score_dtype, bias.dtype());
   }
-  route(kOp, call.gating.device(), a, topk_ref, topk_cuda, stream);
+  route(kOp, ctx, call.gating.device(), a, topk_ref, topk_cuda);
   return call.result;
 }
 
 }  // namespace
 
-TopkResult grouped_topk(const Tensor& hidden_states, const Tensor& gating_output, int64_t topk, bool renormalize,
-                        const GroupedTopkOptions& options, Stream stream) {
-  return grouped_topk_as(hidden_states, gating_output, topk, renormalize, options, DType::kI32, stream);
+TopkResult grouped_topk(const ForwardContext& ctx, const Tensor& hidden_states, const Tensor& gating_output, int64_t topk,
+                        bool renormalize, const GroupedTopkOptions& options) {
+  return grouped_topk_as(ctx, hidden_states, gating_output, topk, renormalize, options, DType::kI32);
 }
 
-TopkResult select_experts(const Tensor& hidden_states, const Tensor& router_logits, const SelectExpertsOptions& o) {
+TopkResult select_experts(const ForwardContext& ctx, const Tensor& hidden_states, const Tensor& router_logits,
+                          const SelectExpertsOptions& o) {
   constexpr std::string_view kOp = "select_experts";
   require_defined(kOp, router_logits, "router_logits");
   if (o.use_grouped_topk) {
@@ -232,15 +235,15 @@ TopkResult select_experts(const Tensor& hidden_states, const Tensor& router_logi
     g.scoring_func = o.scoring_func;
     g.e_score_correction_bias = o.e_score_correction_bias;
     const DType ids_dtype = o.enable_eplb ? DType::kI32 : o.indices_type.value_or(DType::kI32);
-    r = grouped_topk_as(hidden_states, router_logits, o.top_k, o.renormalize, g, ids_dtype, o.stream);
+    r = grouped_topk_as(ctx, hidden_states, router_logits, o.top_k, o.renormalize, g, ids_dtype);
   } else if (!o.custom_routing_function) {
-    r = fused_topk(hidden_states, router_logits, o.top_k, o.renormalize, o.indices_type, o.stream);
+    r = fused_topk(ctx, hidden_states, router_logits, o.top_k, o.renormalize, o.indices_type);
   } else {
     r = o.custom_routing_function(hidden_states, router_logits, o.top_k, o.renormalize);
     check_routing_result(r, router_logits, o.top_k);
   }
   // Like the spec, a custom function's ids keep their dtype unless EPLB rewrites them.
-  if (o.enable_eplb) r.ids = apply_eplb(o, r.ids, o.indices_type.value_or(r.ids.dtype()));
+  if (o.enable_eplb) r.ids = apply_eplb(ctx, o, r.ids, o.indices_type.value_or(r.ids.dtype()));
   return r;
 }
 

@@ -9,7 +9,7 @@ namespace fp8kit::ops {
 
 using namespace detail;
 
-void moe_sum(const Tensor& input, Tensor& out, Stream stream) {
+void moe_sum(const ForwardContext& ctx, const Tensor& input, Tensor& out) {
   constexpr std::string_view kOp = "moe_sum";
   require_defined(kOp, input, "input");
   require_defined(kOp, out, "out");
@@ -30,7 +30,7 @@ void moe_sum(const Tensor& input, Tensor& out, Stream stream) {
   args.dtype = input.dtype();
   args.accumulate_in_scalar = moe_sum_accumulates_in_scalar(top_k);
   if (m == 0 || d == 0) return;
-  route(kOp, input.device(), args, moe_sum_ref, moe_sum_cuda, stream);
+  route(kOp, ctx, input.device(), args, moe_sum_ref, moe_sum_cuda);
 }
 
 }  // namespace fp8kit::ops

@@ -29,7 +29,7 @@ float fp8_quant_max(DType fp8_dtype) {
 
 float fp8_min_scaling_factor(DType fp8_dtype) { return 1.0f / (fp8_quant_max(fp8_dtype) * 512.0f); }
 
-QuantResult scaled_fp8_quant(const Tensor& input, const ScaledFp8QuantOptions& options) {
+QuantResult scaled_fp8_quant(const ForwardContext& ctx, const Tensor& input, const ScaledFp8QuantOptions& options) {
   constexpr std::string_view kOp = "scaled_fp8_quant";
   require_defined(kOp, input, "input");
   require_same_device(kOp, options.scale, "scale", input, "input");
@@ -95,11 +95,11 @@ QuantResult scaled_fp8_quant(const Tensor& input, const ScaledFp8QuantOptions& o
                           : ScaledQuantMode::kDynamicPerTensor;
   args.fp8_max = fp8_quant_max(options.out_dtype);
   args.min_scaling_factor = fp8_min_scaling_factor(options.out_dtype);
-  route(kOp, input.device(), args, scaled_fp8_quant_cpu, scaled_fp8_quant_cuda, options.stream);
+  route(kOp, ctx, input.device(), args, scaled_fp8_quant_cpu, scaled_fp8_quant_cuda);
   return result;
 }
 
-QuantResult per_token_group_quant(const Tensor& x_in, const PerTokenGroupQuantOptions& options) {
+QuantResult per_token_group_quant(const ForwardContext& ctx, const Tensor& x_in, const PerTokenGroupQuantOptions& options) {
   constexpr std::string_view kOp = "per_token_group_quant";
   require_defined(kOp, x_in, "x");
   require_same_device(kOp, options.output, "output", x_in, "x");
@@ -124,7 +124,7 @@ QuantResult per_token_group_quant(const Tensor& x_in, const PerTokenGroupQuantOp
 
   // Leading dimensions that do not collapse into rows with one stride are copied once.
   std::optional<int64_t> row_stride = collapsed_row_stride(x_in);
-  const Tensor x = row_stride ? x_in : contiguous_on(x_in, options.stream);
+  const Tensor x = row_stride ? x_in : contiguous_on(x_in, ctx.stream());
   if (!row_stride) row_stride = k;
   const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
   const int64_t groups = k / g;
@@ -159,7 +159,7 @@ QuantResult per_token_group_quant(const Tensor& x_in, const PerTokenGroupQuantOp
   args.eps = options.eps;
   args.fp8_max = fp8_quant_max(options.out_dtype);
   args.use_ue8m0 = options.use_ue8m0;
-  route(kOp, x.device(), args, per_token_group_quant_cpu, per_token_group_quant_cuda, options.stream);
+  route(kOp, ctx, x.device(), args, per_token_group_quant_cpu, per_token_group_quant_cuda);
   return result;
 }
 

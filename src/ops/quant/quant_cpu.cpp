@@ -121,16 +121,10 @@ void scaled_fp8_quant_cpu(const ScaledFp8QuantArgs& args, const Overrides& overr
   cpu::run_scaled_fp8_quant(args, plan);
 }
 
-void scaled_fp8_quant_cpu(const ScaledFp8QuantArgs& args) { scaled_fp8_quant_cpu(args, process_overrides(), num_threads()); }
-
 void per_token_group_quant_cpu(const PerTokenGroupQuantArgs& args, const Overrides& overrides, int num_threads) {
   const cpu::QuantPlan plan = cpu::plan_cpu_quant({args.rows, args.k, best_cpu_isa(), num_threads}, overrides);
   if (plan.kernel == cpu::QuantKernel::kReference) return per_token_group_quant_ref(args);
   cpu::run_per_token_group_quant(args, plan);
-}
-
-void per_token_group_quant_cpu(const PerTokenGroupQuantArgs& args) {
-  per_token_group_quant_cpu(args, process_overrides(), num_threads());
 }
 
 }  // namespace fp8kit::ops

@@ -1,7 +1,7 @@
 // The CPU side of the activation quantization ops: scaled_fp8_quant_cpu and
 // per_token_group_quant_cpu take the op's validated args, plan (plan_cpu_quant) and run the
 // reference or the AVX2 kernels, which are bit-exact with it (tests/cpu/test_quant_cpu.cpp
-// compares bytes). The one-argument forms use the process overrides and the whole pool.
+// compares bytes). The op entries (quant.cpp) pass their context's overrides and threads.
 #pragma once
 
 #include "fp8kit/runtime/overrides.h"
@@ -11,9 +11,7 @@
 namespace fp8kit::ops {
 
 void scaled_fp8_quant_cpu(const ScaledFp8QuantArgs& args, const Overrides& overrides, int num_threads);
-void scaled_fp8_quant_cpu(const ScaledFp8QuantArgs& args);
 void per_token_group_quant_cpu(const PerTokenGroupQuantArgs& args, const Overrides& overrides, int num_threads);
-void per_token_group_quant_cpu(const PerTokenGroupQuantArgs& args);
 
 namespace cpu {
 

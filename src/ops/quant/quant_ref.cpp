@@ -21,6 +21,7 @@ using ref::row_grain;
 // order of a max reduction does not change its result).
 template <typename T>
 float absmax_of_rows(const T* x, int64_t rows, int64_t cols, int64_t row_stride) {
+  if (rows == 0 || cols == 0) return absmax_to_float<T>(0);  // no element (x may be null)
   std::mutex mutex;
   uint32_t result = 0;
   parallel_for(rows, row_grain(cols), [&](int64_t begin, int64_t end) {
@@ -37,6 +38,7 @@ template <typename T, typename F>
 void quantize_rows_per_tensor(const ScaledFp8QuantArgs& a, float s) {
   const T* in = static_cast<const T*>(a.input);
   uint8_t* out = static_cast<uint8_t*>(a.out);
+  if (a.m == 0 || a.k == 0) return;  // no element to write (the buffers may be null)
   if (s == 0.0f) {
     // Deviation from the reference (spec 2.9 H2; docs/compat.md): it computes 1/s = inf and
     // 0 * inf = NaN, so every element, zeros included, becomes FP8_MAX. fp8kit writes zero codes:
@@ -61,12 +63,12 @@ void quantize_rows_per_token(const ScaledFp8QuantArgs& a) {
   uint8_t* out = static_cast<uint8_t*>(a.out);
   parallel_for(a.m, row_grain(a.k), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const T* x = in + r * a.input_row_stride;
+      const T* x = a.k > 0 ? in + r * a.input_row_stride : in;  // an empty row: no offset into a null buffer
       const float amax = absmax_to_float<T>(absmax_bits(x, a.k));
       const float bounded = a.scale_ub != nullptr ? std::fminf(amax, *a.scale_ub) : amax;
       const float s = std::fmaxf(bounded / a.fp8_max, a.min_scaling_factor);
       a.scale[r] = s;
-      ref::quantize_div<T, F>(x, a.k, s, a.fp8_max, out + r * a.out_row_stride);
+      if (a.k > 0) ref::quantize_div<T, F>(x, a.k, s, a.fp8_max, out + r * a.out_row_stride);
     }
   });
 }

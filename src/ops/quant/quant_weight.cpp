@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/checked_math.h"
 #include "fp8kit/ops/quant.h"
 #include "ops/op_checks.h"
 #include "ops/quant/quant_cuda.h"
@@ -16,9 +17,7 @@ using namespace detail;
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-QuantResult quantize_weight(std::string_view op, const Tensor& w, const WeightQuantOptions& options,
+QuantResult quantize_weight(const ForwardContext& ctx, std::string_view op, const Tensor& w, const WeightQuantOptions& options,
                             WeightQuantScheme scheme, int64_t block_n, int64_t block_k) {
   require_defined(op, w, "w");
   require_backend(op, w.device());
@@ -52,11 +51,13 @@ QuantResult quantize_weight(std::string_view op, const Tensor& w, const WeightQu
   args.out_dtype = options.out_dtype;
   args.scale = static_cast<float*>(result.scale.data_ptr());
   args.scheme = scheme;
-  args.block_n = block_n;
-  args.block_k = block_k;
+  // A block larger than the weight is legal (one partial block); clamped to the weight, it
+  // quantizes the same and keeps every block product within the tensor's own size.
+  args.block_n = std::min(block_n, std::max<int64_t>(n, 1));
+  args.block_k = std::min(block_k, std::max<int64_t>(k, 1));
   args.fp8_max = fp8_quant_max(options.out_dtype);
   args.ue8m0_scales = options.ue8m0_scales;
-  route(op, w.device(), args, quantize_weight_ref, quantize_weight_cuda, options.stream);
+  route(op, ctx, w.device(), args, quantize_weight_ref, quantize_weight_cuda);
   return result;
 }
 
@@ -64,23 +65,23 @@ bool is_scale_dtype(DType d) { return d == DType::kF32 || d == DType::kF16 || d 
 
 }  // namespace
 
-QuantResult quantize_weight_per_tensor(const Tensor& w, const WeightQuantOptions& options) {
-  return quantize_weight("quantize_weight_per_tensor", w, options, WeightQuantScheme::kPerTensor, 1, 1);
+QuantResult quantize_weight_per_tensor(const ForwardContext& ctx, const Tensor& w, const WeightQuantOptions& options) {
+  return quantize_weight(ctx, "quantize_weight_per_tensor", w, options, WeightQuantScheme::kPerTensor, 1, 1);
 }
 
-QuantResult quantize_weight_per_channel(const Tensor& w, const WeightQuantOptions& options) {
-  return quantize_weight("quantize_weight_per_channel", w, options, WeightQuantScheme::kPerChannel, 1, 1);
+QuantResult quantize_weight_per_channel(const ForwardContext& ctx, const Tensor& w, const WeightQuantOptions& options) {
+  return quantize_weight(ctx, "quantize_weight_per_channel", w, options, WeightQuantScheme::kPerChannel, 1, 1);
 }
 
-QuantResult quantize_weight_block(const Tensor& w, int64_t block_n, int64_t block_k,
+QuantResult quantize_weight_block(const ForwardContext& ctx, const Tensor& w, int64_t block_n, int64_t block_k,
                                   const WeightQuantOptions& options) {
   FP8KIT_CHECK_ARG(block_n > 0 && block_k > 0,
                    "quantize_weight_block: `block_n` and `block_k` must be positive, got [{}, {}]", block_n, block_k);
-  return quantize_weight("quantize_weight_block", w, options, WeightQuantScheme::kBlock, block_n, block_k);
+  return quantize_weight(ctx, "quantize_weight_block", w, options, WeightQuantScheme::kBlock, block_n, block_k);
 }
 
-Tensor dequantize_weight(const Tensor& q, const Tensor& scale, DType out_dtype,
-                         std::optional<std::pair<int64_t, int64_t>> block, Stream stream) {
+Tensor dequantize_weight(const ForwardContext& ctx, const Tensor& q, const Tensor& scale, DType out_dtype,
+                         std::optional<std::pair<int64_t, int64_t>> block) {
   constexpr std::string_view kOp = "dequantize_weight";
   require_defined(kOp, q, "q");
   require_defined(kOp, scale, "scale");
@@ -114,8 +115,8 @@ Tensor dequantize_weight(const Tensor& q, const Tensor& scale, DType out_dtype,
     const Shape expected{ceil_div(n, bn), ceil_div(k, bk)};
     FP8KIT_CHECK_ARG(ss == expected, "{}: `scale` {} does not match q {} with block [{}, {}]: expected shape {}", kOp,
                      scale.description(), q.description(), bn, bk, shape_to_string(expected));
-    args.block_n = bn;
-    args.block_k = bk;
+    args.block_n = std::min(bn, std::max<int64_t>(n, 1));  // same blocks, see quantize_weight
+    args.block_k = std::min(bk, std::max<int64_t>(k, 1));
     args.scale_stride_n = scale.stride(0);
     args.scale_stride_k = scale.stride(1);
   }
@@ -129,11 +130,11 @@ Tensor dequantize_weight(const Tensor& q, const Tensor& scale, DType out_dtype,
   args.q_stride_k = q.stride(1);
   args.out = out.data_ptr();
   args.out_dtype = out_dtype;
-  route(kOp, q.device(), args, dequantize_ref, dequantize_cuda, stream);
+  route(kOp, ctx, q.device(), args, dequantize_ref, dequantize_cuda);
   return out;
 }
 
-Tensor per_tensor_dequantize(const Tensor& q_in, const Tensor& scale, Stream stream) {
+Tensor per_tensor_dequantize(const ForwardContext& ctx, const Tensor& q_in, const Tensor& scale) {
   constexpr std::string_view kOp = "per_tensor_dequantize";
   require_defined(kOp, q_in, "q");
   require_same_device(kOp, scale, "scale", q_in, "q");
@@ -141,7 +142,7 @@ Tensor per_tensor_dequantize(const Tensor& q_in, const Tensor& scale, Stream str
   FP8KIT_CHECK_ARG(is_fp8(q_in.dtype()), "{}: `q` must be an FP8 tensor, got {}", kOp, q_in.description());
   require_f32_scalar(kOp, scale, "scale");
   std::optional<int64_t> row_stride = detail::collapsed_row_stride(q_in);
-  const Tensor q = row_stride ? q_in : contiguous_on(q_in, stream);
+  const Tensor q = row_stride ? q_in : contiguous_on(q_in, ctx.stream());
   const int64_t k = q.dim() == 0 ? 1 : q.size(-1);
 
   Tensor out = Tensor::empty(q.shape(), DType::kF16, q.device());
@@ -160,12 +161,12 @@ Tensor per_tensor_dequantize(const Tensor& q_in, const Tensor& scale, Stream str
   args.block_k = std::max<int64_t>(k, 1);
   args.out = out.data_ptr();
   args.out_dtype = DType::kF16;
-  route(kOp, q.device(), args, dequantize_ref, dequantize_cuda, stream);
+  route(kOp, ctx, q.device(), args, dequantize_ref, dequantize_cuda);
   return out;
 }
 
-RequantizeResult requantize_with_max_scale(const Tensor& weight, const Tensor& weight_scale_in,
-                                           const std::vector<int64_t>& logical_widths, Stream stream) {
+RequantizeResult requantize_with_max_scale(const ForwardContext& ctx, const Tensor& weight, const Tensor& weight_scale_in,
+                                           const std::vector<int64_t>& logical_widths) {
   constexpr std::string_view kOp = "requantize_with_max_scale";
   require_defined(kOp, weight, "weight");
   require_defined(kOp, weight_scale_in, "weight_scale");
@@ -187,7 +188,7 @@ RequantizeResult requantize_with_max_scale(const Tensor& weight, const Tensor& w
   FP8KIT_CHECK_ARG(total == weight.size(0), "{}: `logical_widths` sum to {} but `weight` has {} rows", kOp, total,
                    weight.size(0));
 
-  const Tensor weight_scale = contiguous_on(weight_scale_in, stream);
+  const Tensor weight_scale = contiguous_on(weight_scale_in, ctx.stream());
   RequantizeResult result{Tensor::empty({}, DType::kF32, weight.device()), weight};
   RequantizeArgs args;
   args.weight = static_cast<uint8_t*>(weight.data_ptr());
@@ -201,12 +202,12 @@ RequantizeResult requantize_with_max_scale(const Tensor& weight, const Tensor& w
   args.num_shards = shards;
   args.max_scale = static_cast<float*>(result.max_scale.data_ptr());
   args.fp8_max = fp8_quant_max(weight.dtype());
-  route(kOp, weight.device(), args, requantize_with_max_scale_ref, requantize_with_max_scale_cuda, stream);
+  route(kOp, ctx, weight.device(), args, requantize_with_max_scale_ref, requantize_with_max_scale_cuda);
   return result;
 }
 
-FnuzResult normalize_e4m3fn_to_e4m3fnuz(const Tensor& weight_in, const Tensor& weight_scale_in,
-                                        const Tensor& input_scale_in, Stream stream) {
+FnuzResult normalize_e4m3fn_to_e4m3fnuz(const ForwardContext& ctx, const Tensor& weight_in, const Tensor& weight_scale_in,
+                                        const Tensor& input_scale_in) {
   constexpr std::string_view kOp = "normalize_e4m3fn_to_e4m3fnuz";
   require_defined(kOp, weight_in, "weight");
   require_defined(kOp, weight_scale_in, "weight_scale");
@@ -220,9 +221,9 @@ FnuzResult normalize_e4m3fn_to_e4m3fnuz(const Tensor& weight_in, const Tensor& w
   FP8KIT_CHECK_ARG(!input_scale_in.defined() || input_scale_in.dtype() == DType::kF32,
                    "{}: `input_scale` must be f32, got {}", kOp, input_scale_in.description());
 
-  const Tensor weight = contiguous_on(weight_in, stream);
-  const Tensor weight_scale = contiguous_on(weight_scale_in, stream);
-  const Tensor input_scale = input_scale_in.defined() ? contiguous_on(input_scale_in, stream) : Tensor();
+  const Tensor weight = contiguous_on(weight_in, ctx.stream());
+  const Tensor weight_scale = contiguous_on(weight_scale_in, ctx.stream());
+  const Tensor input_scale = input_scale_in.defined() ? contiguous_on(input_scale_in, ctx.stream()) : Tensor();
   FnuzResult result;
   result.weight = Tensor::empty(weight.shape(), DType::kE4M3FNUZ, weight.device());
   result.weight_scale = Tensor::empty(weight_scale.shape(), DType::kF32, weight.device());
@@ -240,7 +241,7 @@ FnuzResult normalize_e4m3fn_to_e4m3fnuz(const Tensor& weight_in, const Tensor& w
     args.input_scale_out = static_cast<float*>(result.input_scale.data_ptr());
     args.input_scale_numel = input_scale.numel();
   }
-  route(kOp, weight.device(), args, normalize_e4m3fn_to_e4m3fnuz_ref, normalize_e4m3fn_to_e4m3fnuz_cuda, stream);
+  route(kOp, ctx, weight.device(), args, normalize_e4m3fn_to_e4m3fnuz_ref, normalize_e4m3fn_to_e4m3fnuz_cuda);
   return result;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "core/checked_math.h"
 #include "core/parallel.h"
 #include "ops/quant/quant_ref.h"
 #include "ops/quant/quant_ref_loops.h"
@@ -59,9 +60,10 @@ template <typename T, typename F>
 void quantize_weight_blocks(const WeightQuantArgs& a, int64_t block_n, int64_t block_k, int64_t blocks_k) {
   const T* w = static_cast<const T*>(a.w);
   uint8_t* out = static_cast<uint8_t*>(a.out);
-  const int64_t blocks_n = (a.n + block_n - 1) / block_n;
+  const int64_t blocks_n = ceil_div(a.n, block_n);
+  if (blocks_n == 0 || blocks_k == 0) return;  // no block, no scale
   const int64_t run = std::max<int64_t>(1, 4096 / block_k);  // blocks per work item
-  const int64_t runs_k = (blocks_k + run - 1) / run;
+  const int64_t runs_k = ceil_div(blocks_k, run);
   parallel_for(blocks_n * runs_k, row_grain(block_n * block_k * run), [&](int64_t begin, int64_t end) {
     std::vector<T> buffer;
     std::vector<uint32_t> amax_bits(static_cast<size_t>(run));
@@ -190,7 +192,7 @@ void quantize_weight_ref(const WeightQuantArgs& args) {
         return quantize_weight_blocks<T, F>(args, 1, std::max<int64_t>(args.k, 1), 1);
       case WeightQuantScheme::kBlock:
         return quantize_weight_blocks<T, F>(args, args.block_n, args.block_k,
-                                            (args.k + args.block_k - 1) / args.block_k);
+                                            ceil_div(args.k, args.block_k));
     }
   });
 }

@@ -1,0 +1,13 @@
+// Ctrl-C and kill (SIGINT, SIGTERM, SIGHUP) during a conversion: the run's work directory is
+// removed and the process exits with 128 + the signal number, saying what it removed. The
+// signals are blocked in every thread and taken by one thread of their own (sigwait), so the
+// removal runs as ordinary code, never inside a signal handler.
+// Tested in tests/cpu/test_cli_output.cpp (CliOutput.InterruptRemovesTheWorkDirectory).
+#pragma once
+
+namespace fp8kit::cli {
+
+// Call first in main, before any other thread exists (threads inherit the blocked signals).
+void handle_interrupts();
+
+}  // namespace fp8kit::cli

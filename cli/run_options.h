@@ -1,0 +1,41 @@
+// What `fp8kit generate` and `fp8kit eval` share: the model options (quantization, dtype, KV
+// cache, step budget) registered on a subcommand and turned into EngineOptions, and the parsing
+// of token-id lists and memory sizes. Tested through tests/cpu/test_cli_runner.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "fp8kit/model/engine.h"
+
+namespace fp8kit::cli {
+
+struct RunArgs {
+  std::string quantization = "auto";  // auto (as the checkpoint is) | fp8 (online for 16-bit checkpoints)
+  std::string dtype = "auto";         // auto | bfloat16 | float16 | float32
+  std::string kv_cache_dtype = "auto";
+  std::string kv_cache_memory;  // "512MiB", "1G", "1048576"
+  int64_t kv_cache_tokens = 0;
+  bool calculate_kv_scales = false;
+  int64_t max_tokens_per_step = 512;
+};
+
+// Registers --quantization, --dtype, --kv-cache-dtype, --kv-cache-memory, --kv-cache-tokens,
+// --calculate-kv-scales and --max-tokens-per-step on `cmd`.
+void add_run_options(CLI::App* cmd, RunArgs& args);
+
+// EngineOptions for `model_dir` on the CPU with the process's overrides. When the KV cache size is
+// not given, it holds `default_kv_tokens` tokens.
+EngineOptions engine_options(const RunArgs& args, const std::string& model_dir, int64_t default_kv_tokens);
+
+// "1 2 3" (whitespace-separated non-negative ids); Error naming `what` and the bad word.
+std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& what);
+// "1048576", "512K", "256MiB", "1G", "2GiB" (powers of 1024) -> bytes; Error naming `what`.
+int64_t parse_memory_size(const std::string& text, const std::string& what);
+// The whole file (at most `max_bytes`); Error naming the file.
+std::string read_text_file(const std::string& path, size_t max_bytes);
+
+}  // namespace fp8kit::cli

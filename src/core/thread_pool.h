@@ -1,0 +1,56 @@
+// ThreadPool: worker threads that drain the chunks of one job at a time with the calling thread
+// (parallel.h's parallel_for runs on the process-wide one). A worker that cannot be started
+// leaves the pool smaller, never hung: it runs with the threads it got. Not a public header.
+// Tested in tests/cpu/test_parallel.cpp.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fp8kit {
+
+class ThreadPool {
+ public:
+  // Starts threads - 1 workers (the caller of run() is the last thread). When the system refuses
+  // a thread, the pool keeps the ones it has and start_failure() says why.
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  const std::string& start_failure() const { return start_failure_; }  // empty when all started
+
+  // Calls body(i) for every i in [0, chunks) on the workers and the calling thread; returns when
+  // all are done and rethrows the first exception. One job at a time.
+  void run(int64_t chunks, const std::function<void(int64_t)>& body);
+
+  // Whether the calling thread is inside a job's chunk (nested parallel_for calls run serially).
+  static bool inside_job();
+
+ private:
+  void drain();
+  void work();
+
+  std::vector<std::thread> workers_;
+  std::string start_failure_;
+  std::mutex run_mutex_, mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t)>* body_ = nullptr;
+  std::atomic<int64_t> chunks_{0};
+  std::atomic<int64_t> next_{0};
+  int64_t pending_ = 0;
+  int active_ = 0;  // workers inside drain()
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace fp8kit

@@ -1,0 +1,138 @@
+// `fp8kit generate` and `fp8kit eval` end to end on small synthetic checkpoints: the JSON keys,
+// greedy determinism, the streamed text, and the one-line errors of bad inputs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runner_test_util.h"
+#include "test_dirs.h"
+
+namespace fp8kit {
+namespace {
+
+using testing::run_cli;
+
+std::string ids_text(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  return s;
+}
+
+TEST(CliRunner, GeneratePrintsTheJsonItPromises) {
+  const std::string root = testing::scratch_dir();
+  const std::string model = runner_test::write_model(root + "/moe");
+  const std::string args = "generate " + model + " --prompt-ids \"" + ids_text(runner_test::ids(12, 128, 1)) +
+                           "\" -n 5 --temperature 0 --ignore-eos --json";
+  const auto r = run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["ids"].size(), 5u);
+  EXPECT_TRUE(j["text"].is_null());  // the synthetic model has no tokenizer
+  EXPECT_EQ(j["prompt_tokens"], 12);
+  EXPECT_GT(j["prompt_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["decode_tokens"], 4);
+  EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["finish_reason"], "length");
+  const auto again = run_cli(args + " --kv-cache-tokens 512 --max-tokens-per-step 5");  // greedy: the same ids
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(nlohmann::json::parse(again.output.substr(again.output.find('{')))["ids"], j["ids"]);
+
+  const auto plain = run_cli("generate " + model + " --prompt-ids \"1 2 3\" -n 3 --temperature 0 --ignore-eos");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("quantization none"), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find("decode: 2 tokens in"), std::string::npos) << plain.output;
+  const auto online = run_cli("generate " + model + " --prompt-ids \"1 2 3\" -n 1 --quantization fp8 --kv-cache-dtype fp8");
+  ASSERT_EQ(online.exit_code, 0) << online.output;
+  EXPECT_NE(online.output.find("quantization fp8 online"), std::string::npos) << online.output;
+  EXPECT_NE(online.output.find("KV cache fp8_e4m3"), std::string::npos) << online.output;
+}
+
+TEST(CliRunner, GenerateErrorsAreOneLine) {
+  const std::string root = testing::scratch_dir();
+  const std::string model = runner_test::write_model(root + "/moe");
+  auto r = run_cli("generate " + model + " --prompt hello");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output, "fp8kit: error: --prompt: " + model + " has no tokenizer.json (use --prompt-ids)\n");
+  r = run_cli("generate " + model + " --prompt-ids \"1 x\"");
+  EXPECT_EQ(r.output, "fp8kit: error: --prompt-ids: 'x' is not a token id\n");
+  r = run_cli("generate " + model + " --prompt-ids \"1 2\" --chat");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--chat: chat templates are Jinja programs"), std::string::npos) << r.output;
+  r = run_cli("generate " + model + " --prompt-ids \"1 2\" --kv-cache-memory 12Q");
+  EXPECT_EQ(r.output, "fp8kit: error: --kv-cache-memory: '12Q' is not a memory size (bytes, or a number with K, M, G / "
+                      "KiB, MiB, GiB)\n");
+  r = run_cli("generate " + model + " --prompt-ids \"1 2\" -n 100 --kv-cache-tokens 16");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("\nfp8kit: error: request 0: 2 prompt tokens + max_tokens 100 need 7 KV-cache blocks of 16 "
+                          "tokens, the pool has 1 (a larger --kv-cache-memory or --kv-cache-tokens)\n"),
+            std::string::npos)
+      << r.output;
+  r = run_cli("generate " + model + " --prompt-ids \"1 2\" --kv-cache-dtype fp9");
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_cli("generate " + model);
+  EXPECT_EQ(r.output, "fp8kit: error: give one of --prompt and --prompt-ids\n");
+}
+
+TEST(CliRunner, EvalPrintsTheJsonItPromises) {
+  const std::string root = testing::scratch_dir();
+  const std::string bf16 = runner_test::write_model(root + "/bf16");
+  QuantizeOptions q;
+  q.scheme = QuantScheme::kPerTensor;
+  quantize_checkpoint(bf16, root + "/fp8", q);
+  std::ofstream(root + "/tokens.txt") << ids_text(runner_test::ids(130, 128, 2)) << "\n";
+  auto r = run_cli("eval " + root + "/fp8 --base " + bf16 + " --tokens " + root + "/tokens.txt --ctx 64 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  for (const char* key : {"ppl", "base_ppl", "kld_mean", "kld_stderr", "kld_median", "kld_p99", "kld_max",
+                          "top1_agreement", "delta_p_rms"}) {
+    EXPECT_TRUE(j[key].is_number()) << key << ": " << r.output;
+  }
+  EXPECT_EQ(j["tokens"], 2 * 31);
+  EXPECT_EQ(j["windows"], 2);
+  EXPECT_GT(j["kld_mean"].get<double>(), 0.0);
+
+  r = run_cli("eval " + bf16 + " --tokens " + root + "/tokens.txt --ctx 64 --first 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("  windows: 2 of 64 tokens; 126 tokens scored (window positions 1-63)"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("KL divergence"), std::string::npos) << r.output;  // no base
+  r = run_cli("eval " + bf16 + " --tokens " + root + "/tokens.txt --ctx 64 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(nlohmann::json::parse(r.output.substr(r.output.find('{')))["kld_mean"].is_null());
+
+  // Two models against one pass of the base: a JSON line each, the first as when evaluated alone.
+  r = run_cli("eval " + root + "/fp8 " + bf16 + " --base " + bf16 + " --tokens " + root + "/tokens.txt --ctx 64 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string lines = r.output.substr(r.output.find('{'));
+  const auto first = nlohmann::json::parse(lines.substr(0, lines.find('\n')));
+  const auto second = nlohmann::json::parse(lines.substr(lines.find('\n') + 1));
+  EXPECT_EQ(first["model"], root + "/fp8");
+  EXPECT_EQ(first["kld_mean"], j["kld_mean"]);
+  EXPECT_EQ(second["kld_max"], 0.0);  // the base against itself
+  EXPECT_EQ(second["top1_agreement"], 1.0);
+}
+
+TEST(CliRunner, EvalErrorsAreOneLine) {
+  const std::string root = testing::scratch_dir();
+  const std::string model = runner_test::write_model(root + "/moe");
+  convert::SyntheticModelSpec wide = runner_test::small_spec();
+  wide.vocab_size = 256;
+  runner_test::write_model(root + "/wide", wide);
+  std::ofstream(root + "/tokens.txt") << ids_text(runner_test::ids(70, 128, 2));
+  auto r = run_cli("eval " + model + " --base " + root + "/wide --tokens " + root + "/tokens.txt --ctx 32");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("fp8kit: error: eval: " + model + " has a vocabulary of 128 tokens but the base " + root +
+                          "/wide has 256\n"),
+            std::string::npos)
+      << r.output;
+  r = run_cli("eval " + model + " --text " + root + "/tokens.txt");
+  EXPECT_EQ(r.output, "fp8kit: error: --text: no tokenizer.json in " + model + " (give --tokens)\n");
+  r = run_cli("eval " + model + " --tokens " + root + "/missing.txt");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("missing.txt"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace fp8kit

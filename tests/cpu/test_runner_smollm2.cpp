@@ -1,0 +1,95 @@
+// The model runner on the real-model fixture, SmolLM2-135M-Instruct (scripts/fetch-smollm2; skipped,
+// saying so, when it is not cached): greedy generation gives transformers' answer token for token,
+// and `fp8kit eval` of fp8kit's FP8 schemes against the BF16 checkpoint gives the perplexity, KL
+// divergence and top-1 agreement measured when these bounds were set. CI runs a short slice (ctx
+// 128, two windows: about a minute of CPU on the reference ops); the full-text figures come from
+// bench/runner_eval_smollm2.sh (docs/PERFORMANCE.md, "Model runner (CPU)").
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "fp8kit/convert.h"
+#include "test_dirs.h"
+
+namespace fp8kit {
+namespace {
+
+using testing::run_cli;
+namespace fs = std::filesystem;
+
+std::string smollm2_dir() {
+  const char* cache = std::getenv("FP8KIT_CACHE_DIR");
+  const char* home = std::getenv("HOME");
+  const std::string root = cache != nullptr && *cache ? cache : std::string(home ? home : "") + "/.cache/fp8kit";
+  return root + "/smollm2-135m-instruct";
+}
+
+#define REQUIRE_SMOLLM2(dir)                                                                              \
+  if (!fs::exists((dir) + "/model.safetensors") || !fs::exists((dir) + "/tokenizer.json"))                \
+  GTEST_SKIP() << "SmolLM2 fixture not cached at " << (dir) << ": run scripts/fetch-smollm2 to include this test"
+
+nlohmann::json fixture_json() {
+  std::ifstream in(std::string(FP8KIT_FIXTURES_DIR) + "/smollm2_transformers.json");
+  return nlohmann::json::parse(in);
+}
+
+TEST(SmolLM2, GreedyGenerationGivesTransformersAnswer) {
+  const std::string model = smollm2_dir();
+  REQUIRE_SMOLLM2(model);
+  const nlohmann::json expected = fixture_json();
+  const std::string prompt = expected["prompt"];  // the chat template's text, formatted by hand
+  ASSERT_EQ(prompt.find('\''), std::string::npos);
+  const auto r = run_cli("generate " + model + " --prompt '" + prompt + "' -n 16 --temperature 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["prompt_tokens"], expected["prompt_ids"].size());
+  EXPECT_EQ(j["ids"], expected["greedy_ids"]);  // 504 3575 282 4649 314 7042 30 2
+  EXPECT_EQ(j["text"], "The capital of France is Paris.");
+  EXPECT_EQ(j["finish_reason"], "stop");
+}
+
+TEST(SmolLM2, Fp8SchemesAgainstBf16KeepTheirMeasuredAccuracy) {
+  const std::string model = smollm2_dir();
+  REQUIRE_SMOLLM2(model);
+  const std::string root = testing::scratch_dir();
+  QuantizeOptions per_tensor;
+  per_tensor.scheme = QuantScheme::kPerTensor;
+  quantize_checkpoint(model, root + "/per-tensor", per_tensor);
+  QuantizeOptions block;  // SmolLM2's hidden size 576 is not a multiple of 128
+  block.scheme = QuantScheme::kBlock;
+  block.block_n = block.block_k = 64;
+  quantize_checkpoint(model, root + "/block", block);
+  const auto r = run_cli("eval " + root + "/per-tensor " + root + "/block --base " + model + " --text " +
+                         std::string(FP8KIT_FIXTURES_DIR) + "/eval_text_sqlite_docs.txt --ctx 128 --max-windows 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream lines(r.output.substr(r.output.find('{')));
+  std::string line;
+  std::vector<nlohmann::json> results;
+  while (std::getline(lines, line)) results.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(results.size(), 2u) << r.output;
+  // Measured (reference ops): BF16 perplexity 20.574 over these 126 tokens; per-tensor: perplexity
+  // 21.939, mean KL 0.0279, top-1 89.7%; block 64x64: 20.534, 0.0176, 92.1%. A BF16 forward that is
+  // off moves the perplexity by more than 2%; an FP8 path that is off multiplies the KL.
+  struct Measured {
+    double ppl, kld, top1;
+  };
+  const Measured measured[] = {{21.939, 0.0279, 0.897}, {20.534, 0.0176, 0.921}};
+  for (size_t i = 0; i < 2; ++i) {
+    const nlohmann::json& j = results[i];
+    SCOPED_TRACE(j.dump());
+    EXPECT_EQ(j["tokens"], 126);
+    const double base_ppl = j["base_ppl"], ppl = j["ppl"], kld = j["kld_mean"], top1 = j["top1_agreement"];
+    EXPECT_TRUE(std::abs(base_ppl / 20.574 - 1) <= 0.02) << base_ppl;
+    EXPECT_TRUE(std::abs(ppl / measured[i].ppl - 1) <= 0.05) << ppl;
+    EXPECT_TRUE(kld >= 0.5 * measured[i].kld && kld <= 1.5 * measured[i].kld) << kld;
+    EXPECT_TRUE(top1 >= measured[i].top1 - 0.04) << top1;
+  }
+}
+
+}  // namespace
+}  // namespace fp8kit
