@@ -124,7 +124,7 @@ int run_eval(const EvalArgs& a) {
   bar.emplace("eval", !a.json);
   o.progress = [&](int64_t done, int64_t total) { bar->update_count(done, total, "windows"); };
   const std::vector<EvalResult> results =
-      evaluate_many(ForwardContext::from_environment(), models, base.get(), tokens, o);
+      evaluate_many(ForwardContext(Device::cpu(), run_overrides(a.run)), models, base.get(), tokens, o);
   bar.reset();
   const int64_t first = o.first.value_or(o.ctx / 2);
   for (size_t m = 0; m < models.size(); ++m) {

@@ -70,7 +70,7 @@ int run_generate(const GenerateArgs& a) {
   }
   engine.add_request(prompt, params);
 
-  const ForwardContext ctx = ForwardContext::from_environment();
+  const ForwardContext ctx(Device::cpu(), run_overrides(a.run));
   std::unique_ptr<DecodeStream> stream;
   if (tokenizer && !a.json) stream = std::make_unique<DecodeStream>(*tokenizer, /*skip_special_tokens=*/true);
   std::vector<int32_t> ids;

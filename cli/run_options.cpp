@@ -26,13 +26,24 @@ void add_run_options(CLI::App* cmd, RunArgs& a) {
   cmd->add_option("--max-tokens-per-step", a.max_tokens_per_step,
                   "tokens one forward takes at most: longer prompts are prefilled in chunks")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--backend", a.backend,
+                  "CPU backend of the ops: fast (vectorized, f32 sums; the default) or reference (the exact "
+                  "reference); default: FP8KIT_CPU_BACKEND, else fast")
+      ->check(CLI::IsMember({"fast", "reference"}));
+}
+
+Overrides run_overrides(const RunArgs& a) {
+  Overrides o = process_overrides();
+  if (a.backend == "fast") o.cpu_backend = CpuBackend::kFast;
+  if (a.backend == "reference") o.cpu_backend = CpuBackend::kReference;
+  return o;
 }
 
 EngineOptions engine_options(const RunArgs& a, const std::string& model_dir, int64_t default_kv_tokens) {
   FP8KIT_CHECK_ARG(a.kv_cache_memory.empty() || a.kv_cache_tokens == 0,
                    "give --kv-cache-memory or --kv-cache-tokens, not both");
   EngineOptions o;
-  o.load.overrides = process_overrides();
+  o.load.overrides = run_overrides(a);
   const Checkpoint checkpoint = Checkpoint::open(model_dir);
   const auto& config = checkpoint.config();
   const bool quantized_checkpoint = (config.contains("quantization_config") && !config["quantization_config"].is_null()) ||

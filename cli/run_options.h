@@ -21,13 +21,20 @@ struct RunArgs {
   int64_t kv_cache_tokens = 0;
   bool calculate_kv_scales = false;
   int64_t max_tokens_per_step = 512;
+  // The CPU backend of the ops: "" (not given: FP8KIT_CPU_BACKEND, whose default is the fast
+  // backend), "fast" or "reference" (the exact reference, the executable spec).
+  std::string backend;
 };
 
 // Registers --quantization, --dtype, --kv-cache-dtype, --kv-cache-memory, --kv-cache-tokens,
-// --calculate-kv-scales and --max-tokens-per-step on `cmd`.
+// --calculate-kv-scales, --max-tokens-per-step and --backend on `cmd`.
 void add_run_options(CLI::App* cmd, RunArgs& args);
 
-// EngineOptions for `model_dir` on the CPU with the process's overrides. When the KV cache size is
+// The process's overrides with --backend applied: what the engines load with and what the
+// forward context of the run carries (parsed once, here).
+Overrides run_overrides(const RunArgs& args);
+
+// EngineOptions for `model_dir` on the CPU with run_overrides(args). When the KV cache size is
 // not given, it holds `default_kv_tokens` tokens.
 EngineOptions engine_options(const RunArgs& args, const std::string& model_dir, int64_t default_kv_tokens);
 
