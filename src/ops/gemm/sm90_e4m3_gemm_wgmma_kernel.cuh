@@ -41,7 +41,7 @@
 // 256 in two halves, 1.02-1.04x at M = 8192 and 0.84-0.87x at M = 512 (with two fragments, in
 // turn: 0.94-0.99x); 128 x 144 tiles with two m64n144 fragments (cuBLASLt's shape) 0.92-0.99x.
 // Under ncu the promoted kernel keeps the tensor pipe ~82% busy, the unpromoted 128 x 256 one
-// and cuBLASLt ~94% (docs/notes/gemm-prefill-mainloop.md).
+// and cuBLASLt ~94% (run gemm-prefill-mainloop, docs/notes/performance-history.md).
 //
 // Epilogue (kTmaStore: the dense GEMM and the MoE's GEMMs, whose output rows are the tile's rows):
 // the consumers scale the fragment in registers, write it rounded to a shared-memory box in the
