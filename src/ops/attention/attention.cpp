@@ -1,12 +1,14 @@
 // Public entry of paged_attention (include/fp8kit/ops/attention.h): validates every argument once
 // (shapes and dtypes, then, on the host, the metadata values the reference will index with),
 // writes the new K/V through reshape_and_cache_flash, fills PagedAttentionArgs with workspace
-// scratch and routes by device (CPU: the reference). Tested by tests/cpu/test_paged_attention*.cpp.
+// scratch and routes by device (CPU: the fast path of attention_cpu.h or the reference). Tested
+// by tests/cpu/test_paged_attention*.cpp.
 #include "fp8kit/ops/attention.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "ops/attention/attention_cpu.h"
 #include "ops/attention/attention_ref.h"
 #include "ops/context_checks.h"
 #include "ops/kv_cache/kv_cache_checks.h"
@@ -214,7 +216,7 @@ Tensor paged_attention(const ForwardContext& ctx, const Tensor& q, const Tensor&
   args.num_parts = work_parts(ctx);
   Workspace::Scope scope(ctx.workspace());
   args.scratch = ctx.workspace().take({args.num_parts, scratch_floats_per_part(args)}, DType::kF32).data<float>();
-  paged_attention_ref(args);
+  paged_attention_cpu(args, ctx.overrides(), ctx.num_threads());
   return out;
 }
 
