@@ -110,6 +110,10 @@ int main(int argc, char** argv) {
     const ForwardContext ctx(Device::cpu(), o);
     EngineOptions options;
     options.load.overrides = o;
+    // The checkpoint as it is: FP8 when it says so, a 16-bit one unquantized (as fp8kit generate).
+    const Checkpoint checkpoint = Checkpoint::open(model);
+    const auto& config = checkpoint.config();
+    options.load.quantize = config.contains("quantization_config") && !config["quantization_config"].is_null();
     options.kv_cache.num_tokens = std::max(prompt, decode + 1) + 16;
     options.max_tokens_per_step = prompt;
     const auto load_start = std::chrono::steady_clock::now();
