@@ -1,8 +1,9 @@
 #!/bin/sh
 # The model runner's accuracy on the real-model fixture: SmolLM2-135M-Instruct (scripts/fetch-smollm2)
-# quantized by fp8kit with each scheme and evaluated with `fp8kit eval` against the BF16 checkpoint
-# over tests/fixtures/eval_text_sqlite_docs.txt at ctx 512 (every window), plus the BF16 perplexity
-# scored as tests/fixtures/README.md's transformers figure is (every token but a window's first).
+# quantized by fp8kit with each scheme (and online) and evaluated with `fp8kit eval` against the BF16
+# checkpoint over tests/fixtures/eval_text_sqlite_docs.txt at ctx 512 (every window; one BF16 pass
+# serves the models of a line), plus the BF16 perplexity scored as tests/fixtures/README.md's
+# transformers figure is (every token but a window's first).
 # Usage: bench/runner_eval_smollm2.sh BUILD_DIR OUT_DIR   (writes OUT_DIR/*.json; hours on 2 cores)
 set -eu
 build=$1
@@ -13,7 +14,7 @@ fp8kit="$build/fp8kit"
 mkdir -p "$out"
 [ -d "$out/per-tensor" ] || "$fp8kit" quantize "$model" "$out/per-tensor" --scheme per-tensor -q
 [ -d "$out/block-64x64" ] || "$fp8kit" quantize "$model" "$out/block-64x64" --scheme block --block 64,64 -q
-run() {  # NAME ARGS...: one eval, its JSON and the machine load around it
+run() {  # NAME ARGS...: one eval (JSON lines), the machine load before and after it
   name=$1
   shift
   [ -s "$out/$name.json" ] && return 0
@@ -24,8 +25,7 @@ run() {  # NAME ARGS...: one eval, its JSON and the machine load around it
   mv "$out/$name.json.partial" "$out/$name.json"
 }
 run bf16-first0 "$model" --first 0
-run per-tensor "$out/per-tensor" --base "$model"
-run block-64x64 "$out/block-64x64" --base "$model"
-run online "$model" --quantization fp8 --base "$model"
-run kv-fp8 "$model" --kv-cache-dtype fp8 --base "$model"
-run per-tensor-kv-fp8 "$out/per-tensor" --kv-cache-dtype fp8 --base "$model"
+# per-tensor, block 64x64 and the BF16 checkpoint quantized online, against BF16
+run schemes "$out/per-tensor" "$out/block-64x64" "$model" --quantization fp8 --base "$model"
+# the FP8 KV cache (scales 1.0: fp8kit quantize writes none) on BF16 and on per-tensor weights
+run kv-fp8 "$model" "$out/per-tensor" --kv-cache-dtype fp8 --base "$model"

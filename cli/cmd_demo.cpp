@@ -1,7 +1,8 @@
 // `fp8kit demo`: the embedded default. Writes a small deterministic BF16 model (Qwen3-MoE names:
 // one dense layer, one MoE layer) to a temporary directory, quantizes it with every scheme,
 // inspects each result, and prints per scheme the size on disk, the time, and the measured error
-// of W and of W.x against BF16. No network, no input needed.
+// of W and of W.x against BF16; then runs each scheme on the model runner against BF16
+// (demo_runner.cpp). No network, no input needed.
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "convert/quantization_error.h"
 #include "convert/synthetic_checkpoint.h"
 #include "core/check.h"
+#include "demo_runner.h"
 #include "fp8kit/convert.h"
 
 namespace fp8kit::cli {
@@ -141,6 +143,14 @@ int run_demo(const std::string& keep_dir) {
     std::printf("         %-14s  %8.2f  %8.3f  %11.3e  %11.3e  %11.3e  %8zu\n", s.label.c_str(), s.bytes / 1048576.0,
                 s.seconds, s.all.w_sum / s.all.count, s.all.y_sum / s.all.count, s.all.row_max, s.problems);
   }
+  std::vector<DemoModel> runner_models;
+  for (const SchemeRun& run : runs) {
+    const bool compressed_tensors = run.options.scheme == QuantScheme::kPerChannel;
+    runner_models.push_back({run.label, root + "/" + quant_scheme_name(run.options.scheme),
+                             compressed_tensors ? "the model loader does not read compressed-tensors checkpoints yet" : ""});
+  }
+  runner_models.push_back({"fp8 online", bf16_dir, ""});  // the BF16 checkpoint quantized at load
+  print_runner_section(bf16_dir, runner_models);
   size_t problems = 0;
   for (const Summary& s : summaries) problems += s.problems;
   return problems == 0 ? 0 : kExitProblems;

@@ -8,9 +8,11 @@
 
 #include <cstdio>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "convert/output_directory.h"
+#include "fp8kit/log.h"
 
 namespace fp8kit::cli {
 namespace {
@@ -41,8 +43,18 @@ sigset_t interrupt_signals() {
 
 void handle_interrupts() {
   const sigset_t set = interrupt_signals();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread(wait_for_interrupt, set).detach();
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &set, &previous);
+  try {
+    std::thread(wait_for_interrupt, set).detach();
+  } catch (const std::system_error& e) {
+    // No thread to be had (a process limit, or a stack that cannot be mapped): the signals keep
+    // their default action. An interrupt then ends the run at once, like kill -9, and leaves its
+    // marked work directory, which the next run to the same output removes.
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    log_warning(std::string("cannot start the interrupt thread (") + e.what() +
+                "): an interrupt leaves the unfinished output, which the next run to it removes");
+  }
 }
 
 }  // namespace fp8kit::cli

@@ -44,6 +44,12 @@ target_include_directories(fp8kit_static PUBLIC ${_fp8kit_public_includes})
 target_link_libraries(fp8kit_static PUBLIC ${FP8KIT_PACKAGE_PUBLIC_DEPS} PRIVATE ${FP8KIT_PACKAGE_LINK_DEPS})
 set(FP8KIT_INSTALLED_LIBRARIES fp8kit_static)
 
+# A sanitized build (FP8KIT_SANITIZE, scripts/test-san) is for its tests alone: clang links the
+# sanitizer runtimes into executables only, so its objects make no shared library that links with
+# --no-undefined, and no package that a consumer built without sanitizers can link.
+if(FP8KIT_SANITIZE)
+  set(FP8KIT_SHARED OFF)
+endif()
 if(FP8KIT_SHARED)
   add_library(fp8kit_shared SHARED ${_fp8kit_objects})
   set_target_properties(fp8kit_shared PROPERTIES
@@ -84,6 +90,6 @@ install(FILES ${PROJECT_BINARY_DIR}/package/fp8kitConfig.cmake ${PROJECT_BINARY_
 
 include(${CMAKE_CURRENT_LIST_DIR}/fp8kit_pkgconfig.cmake)
 
-if(FP8KIT_TESTS)
+if(FP8KIT_TESTS AND NOT FP8KIT_SANITIZE)
   add_subdirectory(${PROJECT_SOURCE_DIR}/tests/install ${PROJECT_BINARY_DIR}/tests/install)
 endif()

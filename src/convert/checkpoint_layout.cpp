@@ -189,12 +189,11 @@ void read_quantization_config(const nlohmann::ordered_json& qc_json, CheckpointL
 
 std::string scale_scheme(const Shape& weight, const Shape& scale, const CheckpointLayout& layout,
                          std::optional<std::pair<int64_t, int64_t>>& block) {
-  const int64_t numel = shape_numel(scale);
   const int64_t n = weight[0], k = weight[1];
-  if (numel == 1) return "per-tensor";
-  if (scale == Shape{n} || scale == Shape{n, 1}) return "per-channel";
   Shape s2 = scale;
   if (scale.size() == 4 && scale[1] == 1 && scale[3] == 1) s2 = {scale[0], scale[2]};  // ModelOpt FP8_PB_WO
+  // The block shape first: a weight of one block (n <= block_n, k <= block_k) has a [1, 1] scale,
+  // which is the block scale vLLM's block loader expects, not a per-tensor one.
   if (s2.size() == 2 && layout.block_size) {
     const auto [bn, bk] = *layout.block_size;
     if (s2 == Shape{ceil_div(n, bn), ceil_div(k, bk)}) {
@@ -202,6 +201,8 @@ std::string scale_scheme(const Shape& weight, const Shape& scale, const Checkpoi
       return "block";
     }
   }
+  if (shape_numel(scale) == 1) return "per-tensor";
+  if (scale == Shape{n} || scale == Shape{n, 1}) return "per-channel";
   return "";
 }
 

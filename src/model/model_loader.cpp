@@ -68,8 +68,9 @@ std::optional<TensorPlacement> place_expert(const MoESpec& m, const std::string&
 
 // Every local expert's shards must be loaded into the parameters the checkpoint fills: the
 // weights always; scales only from an FP8 checkpoint (online quantization makes its own). A
-// missing per-tensor scale would otherwise silently stay 1.0 (hazard H5).
-void check_complete(const FusedMoE& layer, const QuantizationConfig& config, const std::string& dir) {
+// missing per-tensor scale would otherwise silently stay 1.0 (hazard H5). The message naming the
+// first missing shard, or nullopt when the layer is complete.
+std::optional<std::string> missing_shard(const FusedMoE& layer, const QuantizationConfig& config, const std::string& dir) {
   const auto* fp8 = dynamic_cast<const Fp8Config*>(&config);
   const bool serialized = fp8 != nullptr && fp8->is_checkpoint_fp8_serialized;
   const Tensor map = layer.expert_map().defined() ? layer.expert_map().to(Device::cpu()) : Tensor();
@@ -80,13 +81,13 @@ void check_complete(const FusedMoE& layer, const QuantizationConfig& config, con
       if (map.defined() && map.data<int32_t>()[e] < 0) continue;
       for (const char* shard : {"w1", "w3", "w2"}) {
         if ((std::string(shard) == "w2") == w13) continue;
-        FP8KIT_CHECK_ARG(param.loaded_shards.count(FusedMoE::loaded_shard_key(shard, e)) != 0,
-                         "{}: no checkpoint tensor filled {}.{} ({}; shard {} of expert {})", shown_path(dir),
-                         layer.prefix(), name,
-                         layer.quant_method()->name(), shard, e);
+        if (param.loaded_shards.count(FusedMoE::loaded_shard_key(shard, e)) != 0) continue;
+        return fmt::format("{}: no checkpoint tensor filled {}.{} ({}; shard {} of expert {})", shown_path(dir),
+                           layer.prefix(), name, layer.quant_method()->name(), shard, e);
       }
     }
   }
+  return std::nullopt;
 }
 
 std::unique_ptr<FusedMoE> make_moe(const MoESpec& s, const ModelDescription& d, const QuantizationConfig* config,
@@ -144,7 +145,7 @@ std::vector<std::set<std::string>> complete_shard_sets(const LinearBase& layer) 
   return {{"all"}};
 }
 
-void check_complete(const LinearBase& layer, const std::string& dir) {
+std::optional<std::string> missing_shard(const LinearBase& layer, const std::string& dir) {
   const auto sets = complete_shard_sets(layer);
   for (const auto& [name, param] : layer.parameters()) {
     const std::set<std::string>& loaded = param.loaded_shards;  // clang 14 cannot capture a structured binding
@@ -154,10 +155,11 @@ void check_complete(const LinearBase& layer, const std::string& dir) {
     if (complete) continue;
     std::string got;
     for (const std::string& s : param.loaded_shards) got += (got.empty() ? "" : ", ") + s;
-    fail(ErrorCode::kInvalidArgument, "{}: no checkpoint tensor filled {}.{} ({}; shards loaded: {})", shown_path(dir),
-         layer.prefix(), name, layer.quant_method() ? layer.quant_method()->name() : "no method",
-         got.empty() ? "none" : got);
+    return fmt::format("{}: no checkpoint tensor filled {}.{} ({}; shards loaded: {})", shown_path(dir),
+                       layer.prefix(), name, layer.quant_method() ? layer.quant_method()->name() : "no method",
+                       got.empty() ? "none" : got);
   }
+  return std::nullopt;
 }
 
 // The dtype a plain tensor keeps: the model's for floating tensors, except a MoE router bias
@@ -305,6 +307,14 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& checkpoin
                                                                         spec.num_kv_heads, attention_options));
   }
 
+  // A layer is post-processed as soon as its last tensor is in, so that a 16-bit checkpoint
+  // quantized online never holds more than one layer in 16 bits (results do not depend on the
+  // order: each layer's processing reads only its own parameters).
+  const ForwardContext ctx(options.device, options.overrides);
+  std::set<std::string> processed;
+  const auto refuse_processed = [&](const std::string& module) {
+    FP8KIT_CHECK_ARG(processed.count(module) == 0, "layer {} already received all its tensors", module);
+  };
   for (const std::string& name : checkpoint.tensor_names()) {
     const std::optional<TensorPlacement> place = place_tensor(description, *placement, name);
     FP8KIT_CHECK_ARG(place.has_value(), "{}: unexpected tensor {} ({}{}): no layer of {} takes it", shown_path(dir),
@@ -320,16 +330,28 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& checkpoin
           FP8KIT_CHECK_ARG(layer.find_parameter(place->parameter) != nullptr,
                            "layer {} ({}) has no parameter {}", layer.prefix(),
                            layer.quant_method() ? layer.quant_method()->name() : "no method", place->parameter);
+          refuse_processed(place->module);
           layer.load_weight(place->parameter, t, place->shard);
+          if (!missing_shard(layer, dir)) {
+            layer.process_weights_after_loading(ctx);
+            processed.insert(place->module);
+          }
           break;
         }
         case TensorPlacement::Target::kMoE: {
           FusedMoE& layer = *model.moes.at(place->module);
           FP8KIT_CHECK_ARG(layer.find_parameter(place->parameter) != nullptr, "layer {} ({}) has no parameter {}",
                            layer.prefix(), layer.quant_method()->name(), place->parameter);
+          const Tensor& map = layer.expert_map();  // another EP rank's expert: skipped whenever it comes
+          if (map.defined() && map.to(Device::cpu()).data<int32_t>()[place->expert_id] < 0) break;
+          refuse_processed(place->module);
           // false: an expert of another EP rank.
           layer.weight_loader(place->parameter, t, place->parameter, std::get<std::string>(*place->shard),
                               place->expert_id);
+          if (!missing_shard(layer, *placement, dir)) {
+            layer.process_weights_after_loading(ctx);
+            processed.insert(place->module);
+          }
           break;
         }
         case TensorPlacement::Target::kAttention: {
@@ -353,17 +375,18 @@ LoadedModel load_model(const std::string& dir, const ModelDescription& checkpoin
   for (const std::string& name : description.plain_tensors) {
     FP8KIT_CHECK_ARG(model.plain.count(name), "{}: the checkpoint has no tensor {}", shown_path(dir), quote_name(name));
   }
-  for (auto& [prefix, layer] : model.linears) check_complete(*layer, dir);
-  for (auto& [prefix, layer] : model.moes) check_complete(*layer, *placement, dir);
+  for (auto& [prefix, layer] : model.linears) {
+    if (processed.count(prefix) == 0) fail(ErrorCode::kInvalidArgument, "{}", *missing_shard(*layer, dir));
+  }
+  for (auto& [prefix, layer] : model.moes) {
+    if (processed.count(prefix) == 0) fail(ErrorCode::kInvalidArgument, "{}", *missing_shard(*layer, *placement, dir));
+  }
   for (const MoESpec& spec : description.moes) {
     // DeepSeek-V3's router bias is a parameter of the gate that the experts' routing reads.
     if (!spec.e_score_correction_bias.empty()) {
       model.moes.at(spec.prefix)->e_score_correction_bias = model.plain.at(spec.e_score_correction_bias);
     }
   }
-  const ForwardContext ctx(options.device, options.overrides);
-  for (auto& [prefix, layer] : model.linears) layer->process_weights_after_loading(ctx);
-  for (auto& [prefix, layer] : model.moes) layer->process_weights_after_loading(ctx);
   for (auto& [prefix, layer] : model.attentions) layer->process_weights_after_loading();
   if (options.quantize) model.quant_config = std::move(placement);
   return model;

@@ -78,7 +78,9 @@ inline void append_rows(const Tensor& logits, std::vector<std::vector<float>>& o
     std::vector<float> row(size_t(logits.size(1)));
     for (int64_t v = 0; v < logits.size(1); ++v) {
       const int64_t i = r * logits.stride(0) + v;
-      row[size_t(v)] = logits.dtype() == DType::kBF16 ? bf16_to_float(logits.data<BFloat16>()[i]) : logits.data<float>()[i];
+      row[size_t(v)] = logits.dtype() == DType::kBF16  ? bf16_to_float(logits.data<BFloat16>()[i])
+                       : logits.dtype() == DType::kF16 ? f16_to_float(logits.data<Float16>()[i])
+                                                       : logits.data<float>()[i];
     }
     out.push_back(std::move(row));
   }

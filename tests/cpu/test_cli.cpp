@@ -1,11 +1,14 @@
 // The fp8kit binary end to end: quantize -> inspect -> dequantize on a synthetic checkpoint, the
-// demo, and the exit codes and one-line messages of bad command lines and bad inputs.
+// demo (its quantization tables and its model-runner table), and the exit codes and one-line messages of bad command lines and bad inputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -144,6 +147,43 @@ TEST(Cli, DemoPrintsATablePerScheme) {
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   }
   EXPECT_TRUE(fs::exists(root + "/demo/block/config.json"));
+
+  // The model runner's table: each runnable scheme's perplexity, KL and top-1 against BF16, and
+  // its prompt and decode speed with 8 generated ids.
+  const size_t table = r.output.find("\n== model runner (CPU");
+  ASSERT_NE(table, std::string::npos) << r.output;
+  std::istringstream rows(r.output.substr(table));
+  std::map<std::string, std::string> row;  // label -> the rest of its line
+  for (std::string line; std::getline(rows, line);) {
+    for (const char* label : {"bf16", "per-tensor", "per-channel", "block 128x128", "fp8 online"}) {
+      if (line.rfind(std::string("  ") + label + " ", 0) == 0) row[label] = line.substr(2 + std::strlen(label));
+    }
+  }
+  EXPECT_NE(row["per-channel"].find("not run: the model loader does not read compressed-tensors"), std::string::npos)
+      << r.output;
+  double ppl = 0, prefill = 0, decode = 0;
+  char kl[32] = {}, p99[32] = {}, top1[32] = {};
+  ASSERT_EQ(std::sscanf(row["bf16"].c_str(), "%lf %31s %31s %31s %lf %lf", &ppl, kl, p99, top1, &prefill, &decode), 6)
+      << r.output;
+  EXPECT_EQ(std::string(kl), "-");
+  for (const char* label : {"per-tensor", "block 128x128", "fp8 online"}) {
+    SCOPED_TRACE(label);
+    double kl_mean = 0, kl_p99 = 0, agreement = 0;
+    int consumed = 0;
+    ASSERT_EQ(std::sscanf(row[label].c_str(), "%lf %lf %lf %lf%% %lf %lf%n", &ppl, &kl_mean, &kl_p99, &agreement,
+                          &prefill, &decode, &consumed),
+              6)
+        << r.output;
+    // Measured 0.376 (per-tensor, online) and 0.357 (block): the random model's logits are far
+    // sharper than a trained model's, so KL is large; a broken FP8 path gives several nats.
+    EXPECT_TRUE(ppl > 1 && kl_mean > 0 && kl_mean < 1.0 && kl_p99 >= kl_mean) << r.output;
+    EXPECT_TRUE(agreement > 50 && agreement <= 100) << r.output;
+    EXPECT_TRUE(prefill > 0 && decode > 0) << r.output;
+    std::istringstream ids(row[label].substr(size_t(consumed)));
+    int n = 0;
+    for (int id; ids >> id; ++n) EXPECT_TRUE(id >= 0 && id < 1024) << id;
+    EXPECT_EQ(n, 8) << r.output;
+  }
 }
 
 // An FP8 block checkpoint of the synthetic model (dense Qwen3, one layer), quantized once per
@@ -189,6 +229,37 @@ TEST(Cli, BadThreadCountsExitTwo) {
   r = run_cli("--threads 2 inspect " + root + "/bf16", "FP8KIT_NUM_THREADS=abc");  // --threads wins
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(run_cli("inspect " + root + "/bf16", "FP8KIT_NUM_THREADS=3").exit_code, 0);
+}
+
+// The probe's F4 under a process limit: no thread can be started at all, not even the interrupt
+// thread of main (it aborted every command, --version included, with "terminate called"). A 1 PiB
+// stack limit makes every thread's default stack unmappable, so pthread_create fails with EAGAIN
+// as under `ulimit -u`, which root ignores. The run goes on on the main thread, with warnings.
+TEST(Cli, ThreadsThatCannotStartAreAWarningNotACrash) {
+  const std::string root = testing::scratch_dir();
+  convert::write_synthetic_checkpoint(root + "/bf16", {});
+  const auto starved = [](const std::string& args) {
+    const std::string command = "ulimit -S -s 1099511627776 2>/dev/null || exit 77; exec " +
+                                std::string(FP8KIT_CLI_PATH) + " " + args + " 2>&1";
+    testing::CommandResult r;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return r;
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
+    const int status = pclose(pipe);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  };
+  auto r = starved("--version");
+  if (r.exit_code == 77) GTEST_SKIP() << "the stack limit cannot be raised here";
+  const std::string warning = "fp8kit: warning: cannot start the interrupt thread (";
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind(warning, 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("\nfp8kit " FP8KIT_VERSION_STRING "\n"), std::string::npos) << r.output;
+  r = starved("--threads 4 quantize -q " + root + "/bf16 " + root + "/fp8");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind(warning, 0), 0u) << r.output;
+  EXPECT_EQ(run_cli("inspect " + root + "/fp8").exit_code, 0);
 }
 
 TEST(Cli, BlockSizesNeverCrash) {

@@ -1,7 +1,13 @@
 // `fp8kit generate` and `fp8kit eval` end to end on small synthetic checkpoints: the JSON keys,
-// greedy determinism, the streamed text, and the one-line errors of bad inputs.
+// greedy determinism, the streamed text, --calculate-kv-scales, the progress bar (only on a
+// terminal), the one-line errors of bad inputs, and docs/examples/generate.cpp.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +19,18 @@ namespace fp8kit {
 namespace {
 
 using testing::run_cli;
+
+// Runs a shell command line; its stdout (and what it redirects there) captured.
+testing::CommandResult run_command(const std::string& command) {
+  testing::CommandResult r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
 
 std::string ids_text(const std::vector<int32_t>& ids) {
   std::string s;
@@ -133,6 +151,95 @@ TEST(CliRunner, EvalErrorsAreOneLine) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("missing.txt"), std::string::npos) << r.output;
 }
+
+TEST(CliRunner, CalculatedKvScalesChangeTheFp8Cache) {
+  // An FP8 checkpoint without KV scales: scales 1.0 with the spec's warning (Fp8KVCacheMethod;
+  // a 16-bit model has no KV-cache method and no warning, as in vLLM), against scales from the
+  // first step's data: the same FP8 cache, other numbers.
+  const std::string root = testing::scratch_dir();
+  const std::string bf16 = runner_test::write_model(root + "/moe");
+  const std::string model = runner_test::quantize(bf16, root + "/fp8", QuantScheme::kPerTensor);
+  std::ofstream(root + "/tokens.txt") << ids_text(runner_test::ids(64, 128, 3)) << "\n";
+  const std::string args = "eval " + model + " --base " + bf16 + " --tokens " + root + "/tokens.txt --ctx 64 --json "
+                           "--kv-cache-dtype fp8";
+  const auto fixed = run_cli(args), calculated = run_cli(args + " --calculate-kv-scales");
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.output;
+  ASSERT_EQ(calculated.exit_code, 0) << calculated.output;
+  EXPECT_NE(fixed.output.find("Using KV cache scaling factor 1.0 for fp8_e4m3"), std::string::npos) << fixed.output;
+  EXPECT_EQ(calculated.output.find("Using KV cache scaling factor 1.0"), std::string::npos) << calculated.output;
+  const auto kld = [](const testing::CommandResult& r) {
+    return nlohmann::json::parse(r.output.substr(r.output.find('{')))["kld_mean"].get<double>();
+  };
+  EXPECT_TRUE(kld(fixed) > 0 && kld(calculated) > 0) << kld(fixed) << " " << kld(calculated);
+  EXPECT_NE(kld(fixed), kld(calculated));
+}
+
+TEST(CliRunner, EvalDrawsItsProgressBarOnlyOnATerminal) {
+  const std::string root = testing::scratch_dir();
+  const std::string model = runner_test::write_model(root + "/moe");
+  std::ofstream(root + "/tokens.txt") << ids_text(runner_test::ids(96, 128, 4)) << "\n";
+  const std::string args = "eval " + model + " --tokens " + root + "/tokens.txt --ctx 32";
+  // stderr on a pseudo-terminal (the parent keeps the slave open, so nothing written is lost).
+  const int master = posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  const std::string slave_name = ptsname(master);
+  const int slave = open(slave_name.c_str(), O_RDWR | O_NOCTTY);
+  ASSERT_GE(slave, 0);
+  const auto on_terminal = [&](const std::string& extra) {
+    const auto r = run_command(std::string(FP8KIT_CLI_PATH) + " " + args + extra + " 2>" + slave_name);
+    std::string terminal;
+    fcntl(master, F_SETFL, O_NONBLOCK);
+    char buffer[4096];
+    for (ssize_t n; (n = read(master, buffer, sizeof buffer)) > 0;) terminal.append(buffer, size_t(n));
+    EXPECT_EQ(r.exit_code, 0) << r.output << terminal;
+    return terminal;
+  };
+  const std::string drawn = on_terminal("");
+  EXPECT_NE(drawn.find("\r  eval [#########                   ]  33%  1/3 windows"), std::string::npos) << drawn;
+  EXPECT_NE(drawn.find("100%  3/3 windows"), std::string::npos) << drawn;
+  EXPECT_EQ(on_terminal(" --json").find("windows/s"), std::string::npos);  // JSON output: no bar
+  close(slave);
+  close(master);
+  const auto piped = run_cli(args);  // stderr a pipe: no bar
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  EXPECT_EQ(piped.output.find('\r'), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.find("windows/s"), std::string::npos) << piped.output;
+}
+
+#ifdef FP8KIT_EXAMPLE_GENERATE
+TEST(CliRunner, DocumentedEngineExampleRuns) {
+  // docs/examples/generate.cpp: its greedy request gives the ids `fp8kit generate` gives, its
+  // sampled one the same ids run after run, and its score a log-probability.
+  const std::string root = testing::scratch_dir();
+  const std::string model = runner_test::write_model(root + "/moe");
+  const auto example = [&](const std::string& extra) {
+    const auto r = run_command(std::string(FP8KIT_EXAMPLE_GENERATE) + " " + model + extra + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output;
+  };
+  const std::string out = example("");
+  const auto cli = run_cli("generate " + model + " --prompt-ids \"1 5 9 14 20 27\" -n 8 --temperature 0 --json");
+  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  const auto ids = nlohmann::json::parse(cli.output.substr(cli.output.find('{')))["ids"].get<std::vector<int32_t>>();
+  EXPECT_NE(out.find("Qwen3MoeForCausalLM, quantization none, KV cache 64 blocks\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("request 0 (greedy): " + ids_text(ids) + "\n"), std::string::npos) << out;
+  const size_t sampled = out.find("request 1 (sampled): ");
+  ASSERT_NE(sampled, std::string::npos) << out;
+  EXPECT_EQ(example(""), out);  // seeded: the same tokens every run
+  const std::string score_text = "log p(token 27 | prompt) = ";
+  const size_t score = out.find(score_text);
+  ASSERT_NE(score, std::string::npos) << out;
+  const double logp = std::atof(out.c_str() + score + score_text.size());
+  EXPECT_TRUE(logp < 0 && logp > -20) << out;
+  EXPECT_NE(example(" fp8").find("quantization fp8 online"), std::string::npos);
+  const std::string fp8 = runner_test::quantize(model, root + "/fp8", QuantScheme::kPerTensor);
+  const auto r = run_command(std::string(FP8KIT_EXAMPLE_GENERATE) + " " + fp8 + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("quantization fp8 per-tensor (dynamic activations)"), std::string::npos) << r.output;
+}
+#endif
 
 }  // namespace
 }  // namespace fp8kit

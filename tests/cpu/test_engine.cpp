@@ -56,6 +56,27 @@ TEST(Engine, DecodeGivesThePrefillLogitsExactly) {
   expect_decode_equals_prefill(root + "/moe", o, 0.0, fast_ctx());
 }
 
+TEST(Engine, Fp16CheckpointsRunInFp16) {
+  // A float16 checkpoint computes in float16 (logits too), as stored or quantized online.
+  const std::string root = testing::scratch_dir();
+  convert::SyntheticModelSpec spec = small_spec();
+  spec.dtype = DType::kF16;
+  const std::string model = write_model(root + "/f16", spec);
+  EngineOptions o;
+  o.load.quantize = false;
+  expect_decode_equals_prefill(model, o, 0.0);
+  for (const bool online : {false, true}) {
+    o.load.quantize = online;
+    Engine engine(model, o);
+    EXPECT_EQ(engine.model_info().dtype, DType::kF16);
+    engine.add_request(ids(9, 128, 2), greedy(1, true));
+    const StepOutput out = engine.step(reference_ctx());
+    ASSERT_EQ(out.outputs.size(), 1u);
+    EXPECT_EQ(out.outputs[0].logits.dtype(), DType::kF16);
+    EXPECT_EQ(out.outputs[0].new_token_ids.size(), 1u);
+  }
+}
+
 TEST(Engine, Fp8DecodeGivesThePrefillLogitsExactly) {
   // Per-token activation scales and block scales are per row: nothing depends on the batch. (MoE
   // layers with dynamic per-tensor scales do, spec 2.7: see Engine batching tests.)

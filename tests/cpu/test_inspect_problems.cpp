@@ -111,6 +111,26 @@ TEST(InspectProblems, HugeBlockSizesNeverOverflow) {
   EXPECT_TRUE(has_problem(r, "config.json: weight_block_size must hold positive integers, but got [-128, 128]"));
 }
 
+// A weight of one block has a [1, 1] block scale: fp8kit's own quantize of a 128 x 128 weight
+// writes it, and inspect called it "a per-tensor scale in a block-quantized checkpoint" (exit 3).
+// A one-element scale of another shape in a block checkpoint is still that problem.
+TEST(InspectProblems, OneBlockWeightHasABlockScale) {
+  const std::string root = testing::scratch_dir();
+  for (const ordered_json& block : {ordered_json{256, 256}, ordered_json{kMax, 256}}) {
+    const std::string dir = write_fp8(root + "/one" + block[0].dump(), block_config(block), {1, 1}, 0.5f);
+    const InspectReport r = inspect_checkpoint(dir);
+    EXPECT_TRUE(r.problems.empty()) << r.to_text();
+    DequantizeOptions f32;
+    f32.out_dtype = DType::kF32;
+    dequantize_checkpoint(dir, dir + ".out", f32);
+    const Tensor back = Checkpoint::open(dir + ".out").tensor("model.layers.0.mlp.down_proj.weight");
+    EXPECT_EQ(back.data<float>()[back.numel() - 1], 0.5f);
+  }
+  const std::string dir = write_fp8(root + "/scalar", block_config({128, 128}), {1});
+  EXPECT_TRUE(has_problem(inspect_checkpoint(dir), "model.layers.0.mlp.down_proj.weight has a per-tensor scale in a "
+                                                   "block-quantized checkpoint"));
+}
+
 TEST(InspectProblems, BadScalesAreRefusedByDequantize) {
   const std::string root = testing::scratch_dir();
   const std::vector<float> bad_values = {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY, -1.0f, 0.0f};

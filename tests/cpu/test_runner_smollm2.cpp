@@ -2,10 +2,10 @@
 // saying so, when it is not cached): greedy generation gives transformers' answer token for token,
 // and `fp8kit eval` of fp8kit's FP8 schemes against the BF16 checkpoint gives the perplexity, KL
 // divergence and top-1 agreement measured when these bounds were set. CI runs a short slice (ctx
-// 128, two windows: about a minute of CPU on the reference ops); the full-text figures come from
-// bench/runner_eval_smollm2.sh (docs/PERFORMANCE.md, "Model runner (CPU)"). The fast CPU backend
-// (the default) reproduces the reference backend's figures (ctx 64, two windows, f32 and the FP8
-// schemes against BF16: ~45 s of CPU, nearly all of it the reference's).
+// 128, two windows: about a minute of CPU on the reference ops; docs/PERFORMANCE.md, "Model runner
+// (CPU reference path)", records these figures); bench/runner_eval_smollm2.sh evaluates the whole text.
+// The fast CPU backend (the default) reproduces the reference backend's figures (ctx 64, two
+// windows, f32 and the FP8 schemes against BF16: ~45 s of CPU, nearly all of it the reference's).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -6,7 +6,8 @@
 // of expert e) and the KV-scale names, call the weight loaders, then every linear and MoE
 // layer's process_weights_after_loading, then the attention layers'. Unexpected, missing or
 // mis-shaped tensors are errors naming the tensor and what was expected. Tensors are read from
-// the memory-mapped shards one at a time and copied straight to the layers' device.
+// the memory-mapped shards one at a time and copied straight to the layers' device; a layer is
+// post-processed as soon as its last tensor is in, so online quantization holds one layer in 16 bits.
 #pragma once
 
 #include <cstdint>
