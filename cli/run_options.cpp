@@ -29,6 +29,17 @@ void add_run_options(CLI::App* cmd, RunArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--device", a.device, "where the model runs: cpu, or cuda (the first GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--backend", a.backend,
+                  "CPU backend of the ops: fast (vectorized, f32 sums; the default) or reference (the exact "
+                  "reference); default: FP8KIT_CPU_BACKEND, else fast")
+      ->check(CLI::IsMember({"fast", "reference"}));
+}
+
+Overrides run_overrides(const RunArgs& a) {
+  Overrides o = process_overrides();
+  if (a.backend == "fast") o.cpu_backend = CpuBackend::kFast;
+  if (a.backend == "reference") o.cpu_backend = CpuBackend::kReference;
+  return o;
 }
 
 Device run_device(const RunArgs& a) {
@@ -38,14 +49,14 @@ Device run_device(const RunArgs& a) {
   return Device::cuda(0);
 }
 
-ForwardContext run_context(const RunArgs& a) { return ForwardContext::from_environment(run_device(a)); }
+ForwardContext run_context(const RunArgs& a) { return ForwardContext(run_device(a), run_overrides(a)); }
 
 EngineOptions engine_options(const RunArgs& a, const std::string& model_dir, int64_t default_kv_tokens) {
   FP8KIT_CHECK_ARG(a.kv_cache_memory.empty() || a.kv_cache_tokens == 0,
                    "give --kv-cache-memory or --kv-cache-tokens, not both");
   EngineOptions o;
   o.load.device = run_device(a);
-  o.load.overrides = process_overrides();
+  o.load.overrides = run_overrides(a);
   const Checkpoint checkpoint = Checkpoint::open(model_dir);
   const auto& config = checkpoint.config();
   const bool quantized_checkpoint = (config.contains("quantization_config") && !config["quantization_config"].is_null()) ||

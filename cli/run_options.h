@@ -22,18 +22,24 @@ struct RunArgs {
   bool calculate_kv_scales = false;
   int64_t max_tokens_per_step = 512;
   std::string device = "cpu";  // cpu | cuda (the first GPU: weights, KV pool and forward there)
+  // The CPU backend of the ops: "" (not given: FP8KIT_CPU_BACKEND, whose default is the fast
+  // backend), "fast" or "reference" (the exact reference, the executable spec).
+  std::string backend;
 };
 
 // Registers --quantization, --dtype, --kv-cache-dtype, --kv-cache-memory, --kv-cache-tokens,
-// --calculate-kv-scales, --max-tokens-per-step and --device on `cmd`.
+// --calculate-kv-scales, --max-tokens-per-step, --device and --backend on `cmd`.
 void add_run_options(CLI::App* cmd, RunArgs& args);
 
+// The process's overrides with --backend applied: what the engines load with and what the
+// forward context of the run carries (parsed once, here).
+Overrides run_overrides(const RunArgs& args);
 // The device of --device; Error when it is cuda and no CUDA device is there (or the build has none).
 Device run_device(const RunArgs& args);
-// The context the steps run in: run_device's, with the process's overrides.
+// The context the steps run in: run_device's, with run_overrides.
 ForwardContext run_context(const RunArgs& args);
 
-// EngineOptions for `model_dir` on run_device with the process's overrides. When the KV cache size is
+// EngineOptions for `model_dir` on run_device with run_overrides(args). When the KV cache size is
 // not given, it holds `default_kv_tokens` tokens.
 EngineOptions engine_options(const RunArgs& args, const std::string& model_dir, int64_t default_kv_tokens);
 

@@ -87,4 +87,25 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   });
 }
 
+void parallel_for_at_most(int max_threads, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  if (ThreadPool::inside_job()) {  // nested: serial, as parallel_for
+    fn(0, n);
+    return;
+  }
+  if (max_threads <= 0 || max_threads >= num_threads()) return parallel_for(n, grain, fn);
+  if (max_threads == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  // One chunk per allowed thread: at most max_threads of the pool's threads find work.
+  const int64_t chunk = std::max(grain, ceil_div(n, int64_t(max_threads)));
+  const int64_t chunks = ceil_div(n, chunk);
+  pool().run(chunks, [&](int64_t i) {
+    const int64_t begin = i * chunk;
+    fn(begin, std::min(n, begin + chunk));
+  });
+}
+
 }  // namespace fp8kit

@@ -48,9 +48,27 @@ std::optional<int64_t> collapsed_row_stride(const Tensor& t);
 // work on another device's stream (or on none).
 void require_context(std::string_view op, const ForwardContext& ctx, Device device);
 
-// The one place where an op picks its backend: the CPU reference, or in a CUDA build the launcher
-// (of <op>_cuda.h) that takes the same args, on ctx.stream(), with the tensor's device current. A
-// CPU-only build names the launchers as null pointers, never called.
+// The one place where an op picks its backend: the CPU one (<op>_cpu: the fast backend or the
+// reference, as ctx.overrides().cpu_backend and the problem decide, on ctx.num_threads() threads),
+// or in a CUDA build the launcher (of <op>_cuda.h) that takes the same args, on ctx.stream(), with
+// the tensor's device current. A CPU-only build names the launchers as null pointers, never called.
+template <typename Args>
+void route(std::string_view op, const ForwardContext& ctx, Device device, const Args& args,
+           void (*cpu)(const Args&, const Overrides&, int),
+           std::type_identity_t<void (*)(const Args&, Stream)> cuda_launcher) {
+  require_context(op, ctx, device);
+  if (device.is_cpu()) return cpu(args, ctx.overrides(), ctx.num_threads());
+#if FP8KIT_WITH_CUDA
+  if (device.is_cuda()) {
+    cuda::DeviceGuard guard(device.index);
+    return cuda_launcher(args, ctx.stream());
+  }
+#endif
+  require_backend(op, device);
+  fail(ErrorCode::kInternal, "{}: no backend for {}", op, device.str());
+}
+
+// route() for ops that have only the CPU reference (it takes no overrides or threads).
 template <typename Args>
 void route(std::string_view op, const ForwardContext& ctx, Device device, const Args& args,
            void (*cpu_ref)(const Args&), std::type_identity_t<void (*)(const Args&, Stream)> cuda_launcher) {

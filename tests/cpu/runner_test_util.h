@@ -55,6 +55,13 @@ inline ForwardContext reference_ctx() {
   return ForwardContext(Device::cpu(), o);
 }
 
+// The fast CPU backend, whatever FP8KIT_CPU_BACKEND says.
+inline ForwardContext fast_ctx() {
+  Overrides o;
+  o.cpu_backend = CpuBackend::kFast;
+  return ForwardContext(Device::cpu(), o);
+}
+
 inline std::vector<int32_t> ids(int64_t n, int64_t vocab, uint32_t seed) {
   std::vector<int32_t> out;
   uint32_t x = seed * 2654435761u + 12345u;

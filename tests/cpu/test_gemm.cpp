@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_error.h"
+#include "reference_context.h"
 #include "test_context.h"
 #include "fp8kit/ops/gemm.h"
 #include "fp8kit/ops/quant.h"
@@ -106,7 +107,7 @@ TEST(GemmRef, MatchesFp64OnRandomOperands) {
       const Tensor sa = random_scales({m, 1}, rng), sb = random_scales({n}, rng);
       ScaledMmOptions o;
       o.out_dtype = DType::kF32;
-      const Tensor y = ops::scaled_mm(cpu_ctx(), a, b, sa, sb, o);
+      const Tensor y = ops::scaled_mm(cpu_reference_ctx(), a, b, sa, sb, o);
       const std::vector<double> ref = reference_fp64(
           a, b, k, [&](int64_t i, int64_t) { return sa.data<float>()[i]; },
           [&](int64_t j, int64_t) { return sb.data<float>()[j]; }, {});
@@ -124,7 +125,7 @@ TEST(GemmRef, BlockScalingMatchesFp64AndScaleLayoutsAgree) {
   ScaledMmOptions o;
   o.out_dtype = DType::kF32;
   o.block = std::make_pair(128, 128);
-  const Tensor y = ops::scaled_mm(cpu_ctx(), a, b, sa, sb, o);
+  const Tensor y = ops::scaled_mm(cpu_reference_ctx(), a, b, sa, sb, o);
   const std::vector<double> ref = reference_fp64(
       a, b, 128, [&](int64_t i, int64_t kb) { return sa.data<float>()[i * 3 + kb]; },
       [&](int64_t j, int64_t kb) { return sb.data<float>()[(j / 128) * 3 + kb]; }, {});
@@ -134,7 +135,7 @@ TEST(GemmRef, BlockScalingMatchesFp64AndScaleLayoutsAgree) {
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t g = 0; g < 3; ++g) col.data<float>()[g * m + i] = sa.data<float>()[i * 3 + g];
   }
-  const Tensor y2 = ops::scaled_mm(cpu_ctx(), a, b, col.t(), sb, o);
+  const Tensor y2 = ops::scaled_mm(cpu_reference_ctx(), a, b, col.t(), sb, o);
   EXPECT_EQ(std::memcmp(y.data_ptr(), y2.data_ptr(), y.nbytes()), 0);
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "expect_error.h"
+#include "reference_context.h"
 #include "test_context.h"
 #include "fp8kit/ops/gemm.h"
 #include "test_linear_util.h"
@@ -55,7 +56,7 @@ TEST(Matmul16, OneRoundingOfTheExactSum) {
   // is 1 + 2^-7; rounded to f32 first (1 + 2^-8, a tie) and then to bf16 it would be 1.
   const Tensor x = make({1, 1, 1}, {1, 3}, DType::kBF16);
   const Tensor w = make({1, std::ldexp(1.0f, -8), std::ldexp(1.0f, -40)}, {1, 3}, DType::kBF16);
-  EXPECT_EQ(read16(ops::matmul_16bit(cpu_ctx(), x, w, Tensor()), 0), 1.0f + std::ldexp(1.0f, -7));
+  EXPECT_EQ(read16(ops::matmul_16bit(cpu_reference_ctx(), x, w, Tensor()), 0), 1.0f + std::ldexp(1.0f, -7));
 }
 
 // Half an ulp of `v` in `dtype` (subnormals included).
@@ -73,7 +74,7 @@ TEST(Matmul16, RandomAgainstFp64) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " " << m << "x" << n << "x" << k);
       const Tensor x = random_16bit({m, k}, dtype, rng), w = random_16bit({n, k}, dtype, rng, 0.1f);
       const Tensor b = random_16bit({n}, dtype, rng);
-      const Tensor y = ops::matmul_16bit(cpu_ctx(), x, w, b);
+      const Tensor y = ops::matmul_16bit(cpu_reference_ctx(), x, w, b);
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) {
           double ref = read16(b, j);

@@ -1,6 +1,7 @@
 // Public entry of silu_and_mul / gelu_and_mul (include/fp8kit/ops/moe_experts.h): validates once,
 // fills ActAndMulArgs, routes by device. Tested by tests/cpu/test_moe_activation.cpp.
 #include "fp8kit/ops/moe_experts.h"
+#include "ops/activation/activation_cpu.h"  // CPU backend: reference or AVX2 silu, by plan
 #include "ops/activation/activation_cuda.h"
 #include "ops/activation/activation_ref.h"
 #include "ops/op_checks.h"
@@ -43,7 +44,7 @@ Tensor act_and_mul(const ForwardContext& ctx, std::string_view op, GatedActivati
   args.dtype = x.dtype();
   args.activation = activation;
   if (args.rows == 0 || d == 0) return out;
-  route(op, ctx, x.device(), args, act_and_mul_ref, act_and_mul_cuda);
+  route(op, ctx, x.device(), args, act_and_mul_cpu, act_and_mul_cuda);
   return out;
 }
 

@@ -2,8 +2,9 @@
 // (shapes and dtypes; on the CPU also the metadata values the reference will index with, which
 // CUDA leaves to its kernels: attention_cuda.h), writes the new K/V through
 // reshape_and_cache_flash, fills PagedAttentionArgs with workspace scratch (CUDA: the plan's) and
-// routes by device (CPU: the reference; CUDA: attention_cuda.h). Tested by
-// tests/cpu/test_paged_attention*.cpp and tests/gpu/test_attention_cuda.cpp.
+// routes by device (CPU: the fast path of attention_cpu.h or the reference; CUDA:
+// attention_cuda.h). Tested by tests/cpu/test_paged_attention*.cpp and
+// tests/gpu/test_attention_cuda.cpp.
 #include "fp8kit/ops/attention.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "ops/attention/attention_cpu.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/attention_ref.h"
 #include "ops/context_checks.h"
@@ -254,11 +256,12 @@ Tensor paged_attention(const ForwardContext& ctx, const Tensor& q, const Tensor&
   if (on_cpu) {
     args.num_parts = work_parts(ctx);
     args.scratch = ctx.workspace().take({args.num_parts, scratch_floats_per_part(args)}, DType::kF32).data<float>();
+    paged_attention_cpu(args, ctx.overrides(), ctx.num_threads());
   } else {
     args.plan = plan_paged_attention(describe(args, layouts, ctx.device()), ctx.overrides());
     args.device_scratch = ctx.workspace().take({args.plan.scratch_bytes}, DType::kU8).data_ptr();
+    route(kOp, ctx, ctx.device(), args, paged_attention_ref, paged_attention_cuda);
   }
-  route(kOp, ctx, ctx.device(), args, paged_attention_ref, paged_attention_cuda);
   return out;
 }
 

@@ -1,8 +1,9 @@
 // Argument block of paged_attention (include/fp8kit/ops/attention.h), validated by
 // attention.cpp: raw pointers, strides in elements, the metadata arrays and the options. The CPU
-// reference (attention_ref.h) and the CUDA launcher (attention_cuda.h) take the same struct.
-// Pointers live on the op's device; `scratch` is workspace memory of the reference, `plan` and
-// `device_scratch` are the CUDA launcher's (attention_plan.h).
+// reference (attention_ref.h), the fast CPU path (attention_cpu.h) and the CUDA launcher
+// (attention_cuda.h) take the same struct. Pointers live on the op's device; `scratch` is
+// workspace memory of the CPU paths, `plan` and `device_scratch` are the CUDA launcher's
+// (attention_plan.h).
 #pragma once
 
 #include <cstdint>
@@ -46,7 +47,7 @@ struct PagedAttentionArgs {
   const float* q_scale = nullptr;  // kFp8Compute: [num_kv_heads] or [1]
   int64_t q_scale_stride = 0;
 
-  // Reference scratch: num_parts rows of scratch_floats floats (scratch_floats_per_part()).
+  // CPU scratch: num_parts rows of scratch_floats_per_part() floats.
   float* scratch = nullptr;
   int num_parts = 1;
 
@@ -55,11 +56,9 @@ struct PagedAttentionArgs {
   void* device_scratch = nullptr;
 };
 
-// Floats of scratch one part of the reference needs: q and the accumulator (2 head_size), plus
-// the logits of one row (max_seq_len) in kFp8Compute.
-inline int64_t scratch_floats_per_part(const PagedAttentionArgs& a) {
-  return 2 * a.head_size + (a.read_mode == AttentionReadMode::kFp8Compute ? a.max_seq_len : 0);
-}
+// Floats of scratch one part needs: q, the accumulator and one widened K/V row (3 head_size), plus
+// the logits of one row (max_seq_len: kFp8Compute in the reference, every row in the fast path).
+inline int64_t scratch_floats_per_part(const PagedAttentionArgs& a) { return 3 * a.head_size + a.max_seq_len; }
 
 // The keys query `pos` of a sequence of `seq_len` tokens sees: [first, last] (empty when first >
 // last), from the causal flag and the window.

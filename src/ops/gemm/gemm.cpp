@@ -4,6 +4,7 @@
 #include "fp8kit/ops/gemm.h"
 
 #include "core/checked_math.h"
+#include "ops/gemm/gemm_cpu.h"  // CPU backend: scaled_mm_cpu (fast or reference, by plan)
 #include "ops/gemm/gemm_cuda.h"
 #include "ops/gemm/gemm_ref.h"
 #include "ops/op_checks.h"
@@ -117,7 +118,7 @@ Tensor scaled_mm(const ForwardContext& ctx, const Tensor& a, const Tensor& b_in,
   args.fast_accum = options.fast_accum && !options.block;
   if (m == 0 || n == 0) return out;
   args.overrides = &ctx.overrides();
-  route(kOp, ctx, a.device(), args, scaled_mm_ref, scaled_mm_cuda);
+  route(kOp, ctx, a.device(), args, scaled_mm_cpu, scaled_mm_cuda);
   return out;
 }
 

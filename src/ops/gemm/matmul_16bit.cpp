@@ -1,6 +1,7 @@
 // Public entry of matmul_16bit (include/fp8kit/ops/gemm.h): validates once, fills Matmul16Args,
 // routes by device. Tested by tests/cpu/test_matmul16.cpp.
 #include "fp8kit/ops/gemm.h"
+#include "ops/gemm/gemm_cpu.h"  // CPU backend: matmul_16bit_cpu (reference or fast, by plan)
 #include "ops/gemm/matmul_16bit_args.h"
 #include "ops/op_checks.h"
 
@@ -44,7 +45,7 @@ Tensor matmul_16bit(const ForwardContext& ctx, const Tensor& x, const Tensor& w,
   args.out = out.data_ptr();
   args.ldc = n;
   if (m == 0 || n == 0) return out;
-  route(kOp, ctx, x.device(), args, matmul_16bit_ref, matmul_16bit_cuda);
+  route(kOp, ctx, x.device(), args, matmul_16bit_cpu, matmul_16bit_cuda);
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/checked_math.h"
 #include "fp8kit/ops/gemm.h"
+#include "ops/gemm/gemm_cpu.h"  // CPU backend: weight_only_mm_cpu (fast or reference, by plan)
 #include "ops/gemm/weight_only_cuda.h"
 #include "ops/gemm/weight_only_ref.h"
 #include "ops/op_checks.h"
@@ -87,7 +88,7 @@ Tensor weight_only_mm(const ForwardContext& ctx, const Tensor& x, const Tensor& 
   args.ldc = n;
   if (m == 0 || n == 0) return out;
   args.overrides = &ctx.overrides();
-  route(kOp, ctx, x.device(), args, weight_only_mm_ref, weight_only_mm_cuda);
+  route(kOp, ctx, x.device(), args, weight_only_mm_cpu, weight_only_mm_cuda);
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/checked_math.h"
 #include "fp8kit/ops/moe_experts.h"
+#include "ops/moe/fused_experts_cpu.h"  // CPU backend: fast pipeline or reference, by plan
 #include "ops/moe/fused_experts_cuda.h"
 #include "ops/moe/fused_experts_ref.h"
 #include "ops/op_checks.h"
@@ -178,7 +179,7 @@ Tensor fused_experts(const ForwardContext& ctx, const Tensor& hidden_states, con
     a.out.fill_bytes_(0, ctx.stream());
     return a.out;
   }
-  route(kOp, ctx, hidden_states.device(), a, fused_experts_ref, fused_experts_cuda);
+  route(kOp, ctx, hidden_states.device(), a, fused_experts_cpu, fused_experts_cuda);
   return a.out;
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ops/op_checks.h"
+#include "ops/quant/quant_cpu.h"  // CPU backend: reference or AVX2 kernels, by plan
 #include "ops/quant/quant_cuda.h"
 #include "ops/quant/quant_ref.h"
 
@@ -94,7 +95,7 @@ QuantResult scaled_fp8_quant(const ForwardContext& ctx, const Tensor& input, con
                           : ScaledQuantMode::kDynamicPerTensor;
   args.fp8_max = fp8_quant_max(options.out_dtype);
   args.min_scaling_factor = fp8_min_scaling_factor(options.out_dtype);
-  route(kOp, ctx, input.device(), args, scaled_fp8_quant_ref, scaled_fp8_quant_cuda);
+  route(kOp, ctx, input.device(), args, scaled_fp8_quant_cpu, scaled_fp8_quant_cuda);
   return result;
 }
 
@@ -158,7 +159,7 @@ QuantResult per_token_group_quant(const ForwardContext& ctx, const Tensor& x_in,
   args.eps = options.eps;
   args.fp8_max = fp8_quant_max(options.out_dtype);
   args.use_ue8m0 = options.use_ue8m0;
-  route(kOp, ctx, x.device(), args, per_token_group_quant_ref, per_token_group_quant_cuda);
+  route(kOp, ctx, x.device(), args, per_token_group_quant_cpu, per_token_group_quant_cuda);
   return result;
 }
 

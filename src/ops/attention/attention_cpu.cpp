@@ -1,0 +1,163 @@
+// The fast CPU paged attention (attention_cpu.h): per (query row, head) the keys' logits into the
+// part's scratch row, then the softmax and the weighted sum of the values, with AVX2-width f32
+// lanes that GCC vectorizes under the target pragma below. Called only where best_cpu_isa() has
+// AVX2/FMA/F16C. Tested by tests/cpu/test_paged_attention*.cpp and PagedAttentionCpu.*.
+#include "ops/attention/attention_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/cpu_features.h"
+#include "core/parallel.h"
+#include "fp8kit/half.h"
+#include "ops/attention/attention_ref.h"
+#include "ops/kv_cache/kv_cache_ref.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#define FP8KIT_ATTENTION_POP_TARGET 1
+#elif defined(__GNUC__)
+#pragma GCC target("avx2,fma,f16c")
+#endif
+#endif
+
+namespace fp8kit::ops {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int kLanes = 16;
+
+float running_max(float m, float s) { return (s > m || std::isnan(s)) ? s : m; }  // as the reference
+float capped(float s, float softcap) { return softcap > 0.0f ? softcap * std::tanh(s / softcap) : s; }
+
+// Row `at` of a cache (or of q) as f32: 16-bit elements widened exactly, FP8 bytes decoded and
+// multiplied by `scale` (the reference's f32(decode) * scale).
+template <typename T>
+void widen(const void* base, int64_t at, int64_t n, KvCacheDtype cache_dtype, const float* fp8_table, float scale,
+           float* dst) {
+  if (cache_dtype != KvCacheDtype::kAuto) {
+    const uint8_t* src = static_cast<const uint8_t*>(base) + at;
+    for (int64_t d = 0; d < n; ++d) dst[d] = fp8_table[src[d]] * scale;
+    return;
+  }
+  const T* src = static_cast<const T*>(base) + at;
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(dst, src, size_t(n) * sizeof(float));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    for (int64_t d = 0; d < n; ++d) {
+      const uint32_t bits = uint32_t(src[d].bits) << 16;
+      std::memcpy(&dst[d], &bits, 4);
+    }
+  } else {
+    int64_t d = 0;
+#if defined(__x86_64__)
+    for (; d + 8 <= n; d += 8) {
+      _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
+    }
+#endif
+    for (; d < n; ++d) dst[d] = to_float(src[d]);
+  }
+}
+
+// sum_d a[d] b[d] in f32: lane l adds the products of d = 16 i + l in d order, the lanes combined
+// by a fixed tree (a mul then an add: no contraction, the file is built with -ffp-contract=off).
+float dot(const float* a, const float* b, int64_t n) {
+  float lane[kLanes] = {};
+  int64_t d = 0;
+  for (; d + kLanes <= n; d += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] += a[d + l] * b[d + l];
+  }
+  for (int l = 0; d + l < n; ++l) lane[l] += a[d + l] * b[d + l];
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  }
+  return lane[0];
+}
+
+template <typename T>
+void run(const PagedAttentionArgs& a, int num_threads) {
+  const auto* q = static_cast<const T*>(a.q);
+  auto* out = static_cast<T*>(a.out);
+  const int64_t real_tokens = a.query_start_loc[a.num_seqs];
+  const int64_t d_n = a.head_size, row = a.num_heads * d_n;
+  for (int64_t i = real_tokens * row; i < a.num_tokens * row; ++i) out[i] = from_float<T>(0.0f);  // padding rows
+  const bool fp8 = a.cache_dtype != KvCacheDtype::kAuto;
+  float fp8_table[256];
+  if (fp8) {
+    for (int b = 0; b < 256; ++b) fp8_table[b] = kv_cache_decode(uint8_t(b), a.cache_dtype);
+  }
+  const int64_t items = real_tokens * a.num_heads;
+  const int64_t group_size = a.num_heads / a.num_kv_heads;
+  const int64_t per_part = scratch_floats_per_part(a);
+  parallel_for_at_most(num_threads, a.num_parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t part = p0; part < p1; ++part) {
+      float* qf = a.scratch + part * per_part;
+      float* acc = qf + d_n;
+      float* kv = acc + d_n;
+      float* logits = kv + d_n;
+      for (int64_t item = part; item < items; item += a.num_parts) {
+        const int64_t t = item / a.num_heads, h = item % a.num_heads;
+        const int32_t* qsl = a.query_start_loc;
+        const int64_t r = std::upper_bound(qsl, qsl + a.num_seqs + 1, int32_t(t)) - qsl - 1;
+        const int64_t seq_len = a.seq_lens[r];
+        const int64_t pos = seq_len - (qsl[r + 1] - qsl[r]) + (t - qsl[r]);
+        const int32_t* table = a.block_table + r * a.block_table_stride;
+        const int64_t kvh = h / group_size;
+        const float ks = fp8 ? a.k_scale[kvh * a.kv_scale_stride] : 1.0f;
+        const float vs = fp8 ? a.v_scale[kvh * a.kv_scale_stride] : 1.0f;
+        widen<T>(q, t * a.q_token_stride + h * a.q_head_stride, d_n, KvCacheDtype::kAuto, nullptr, 1.0f, qf);
+        std::fill(acc, acc + d_n, 0.0f);
+        const VisibleKeys vk = visible_keys(a, pos, seq_len);
+        float m = kNegInf;
+        int64_t live = vk.last + 1;  // the first key whose logit is not -inf
+        for (int64_t j = vk.first; j <= vk.last; ++j) {
+          const int64_t ko = a.key_layout.offset(table[j / a.key_layout.block_size], j % a.key_layout.block_size, kvh);
+          widen<T>(a.key_cache, ko, d_n, a.cache_dtype, fp8_table, ks, kv);
+          const float s = capped(dot(qf, kv, d_n) * a.scale, a.softcap);
+          logits[j - vk.first] = s;
+          m = running_max(m, s);
+          if (live > vk.last && m != kNegInf) live = j;
+        }
+        float l = 0.0f;
+        if (m != kNegInf) {
+          // From the first live key on, as the reference's online softmax (which skips the -inf
+          // logits before it, but multiplies later values by their zero weight: 0 * inf is NaN).
+          for (int64_t j = live; j <= vk.last; ++j) {
+            const float p = std::exp(logits[j - vk.first] - m);
+            l += p;
+            const int64_t vo =
+                a.value_layout.offset(table[j / a.value_layout.block_size], j % a.value_layout.block_size, kvh);
+            widen<T>(a.value_cache, vo, d_n, a.cache_dtype, fp8_table, vs, kv);
+            for (int64_t d = 0; d < d_n; ++d) acc[d] += p * kv[d];
+          }
+        }
+        T* out_row = out + (t * a.num_heads + h) * d_n;
+        for (int64_t d = 0; d < d_n; ++d) out_row[d] = from_float<T>(l == 0.0f ? 0.0f : acc[d] / l);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void paged_attention_cpu(const PagedAttentionArgs& args, const Overrides& overrides, int num_threads) {
+  if (overrides.cpu_backend == CpuBackend::kReference || args.read_mode != AttentionReadMode::kDequantize ||
+      best_cpu_isa() == CpuIsa::kPortable) {
+    return paged_attention_ref(args);
+  }
+  switch (args.dtype) {
+    case DType::kBF16: return run<BFloat16>(args, num_threads);
+    case DType::kF16: return run<Float16>(args, num_threads);
+    default: return run<float>(args, num_threads);
+  }
+}
+
+}  // namespace fp8kit::ops
+
+#if defined(FP8KIT_ATTENTION_POP_TARGET)
+#pragma clang attribute pop
+#endif
