@@ -299,9 +299,16 @@ nb::dict evaluate_model(Model& model, Model* base, const std::vector<int32_t>& t
   EvalResult r;
   {
     nb::gil_scoped_release released;
-    std::unique_lock model_lock(model.mutex());
+    // Both locks at once (std::lock's order), so that eval(a, b) and eval(b, a) on two threads
+    // cannot deadlock.
+    std::unique_lock model_lock(model.mutex(), std::defer_lock);
     std::unique_lock<std::mutex> base_lock;
-    if (base && base != &model) base_lock = std::unique_lock(base->mutex());
+    if (base && base != &model) {
+      base_lock = std::unique_lock(base->mutex(), std::defer_lock);
+      std::lock(model_lock, base_lock);
+    } else {
+      model_lock.lock();
+    }
     r = evaluate(model.ctx(), model.engine(), base ? &base->engine() : nullptr, tokens, o);
   }
   o.progress = {};

@@ -234,3 +234,29 @@ def test_the_readme_runner_example_runs(models, tmp_path):
     assert out.text is not None and 1 <= len(out.ids) <= 16
     assert logits.shape == (len(out.ids), 211) and logits.dtype == np.float32
     assert stats["windows"] >= 3 and stats["kld_mean"] > 0 and stats["ppl"] > 1
+
+
+def test_two_threads_share_models(models, llama):
+    # Calls on one model run one at a time; eval(a, b) and eval(b, a) at once take both locks in
+    # one order (no deadlock). Each thread gets what it gets alone.
+    other = fp8kit.Model.load(models["llama2"], quantization="fp8")
+    alone = {"gen": llama.generate(IDS, 30, temperature=0.8, seed=1), "ab": fp8kit.eval(llama, other, EVAL_IDS, 32),
+             "ba": fp8kit.eval(other, llama, EVAL_IDS, 32)}
+    got = {}
+
+    def run(key):
+        for _ in range(3):
+            got.setdefault(key, []).append(
+                llama.generate(IDS, 30, temperature=0.8, seed=1) if key.startswith("gen") else
+                fp8kit.eval(llama, other, EVAL_IDS, 32) if key == "ab" else fp8kit.eval(other, llama, EVAL_IDS, 32))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in ("gen1", "gen2", "ab", "ba")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "deadlock"
+    assert got["gen1"] == got["gen2"] == [alone["gen"]] * 3
+    for key in ("ab", "ba"):
+        assert [{k: v for k, v in r.items() if "seconds" not in k} for r in got[key]] == \
+               [{k: v for k, v in alone[key].items() if "seconds" not in k}] * 3
