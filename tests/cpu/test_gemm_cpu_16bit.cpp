@@ -134,10 +134,12 @@ void expect_within_bound(const Tensor& y, int64_t k, int64_t chunk, const Exact&
 TEST(GemmCpu, WeightOnlyRandomWithinTheOutputRoundingAndF32Bound) {
   std::mt19937 rng(12);
   for (WScale s : {WScale::kChannel, WScale::kBlock128}) {
-    for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 200, 2000}, {5, 31, 777}, {20, 40, 1100}}) {
+    for (const auto& shape : std::vector<std::array<int64_t, 3>>{{1, 200, 2000}, {5, 31, 777}, {20, 40, 1100}}) {
+      const int64_t m = shape[0], n = shape[1], k = shape[2];  // lambdas capture these
       for (DType act : {DType::kBF16, DType::kF16}) {
         const WoCase c = make_wo(m, n, k, s, act, false, rng);
-        const auto [bn, bk] = block_of(s);
+        const auto block = block_of(s);
+        const int64_t bn = block.first, bk = block.second;
         const Tensor xc = c.x.contiguous();
         const Exact exact = tabulate(m * n, [&](int64_t idx) {
           const int64_t i = idx / n, j = idx % n;
@@ -183,7 +185,8 @@ ops::Matmul16Args mm16_args(const Tensor& x, const Tensor& w, const Tensor& bias
 TEST(GemmCpu, Matmul16ExactOnIntegerGridsAndWithinTheBoundOnRandom) {
   std::mt19937 rng(13);
   for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
-    for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {1, 65, 576}, {3, 17, 31}, {8, 40, 1030}, {13, 21, 300}}) {
+    for (const auto& shape : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {1, 65, 576}, {3, 17, 31}, {8, 40, 1030}, {13, 21, 300}}) {
+      const int64_t m = shape[0], n = shape[1], k = shape[2];  // lambdas capture these
       for (bool grid : {true, false}) {
         const Tensor x = make_matrix(grid ? grid_values(m * k, 8, rng) : normal_values(m * k, 1.0f, rng), m, k, dtype, k + 3, 1);
         const Tensor w = make_matrix(grid ? grid_values(n * k, 8, rng) : normal_values(n * k, 0.1f, rng), n, k, dtype, k + 7);

@@ -73,7 +73,8 @@ TEST_F(QuantCpu, ScaledFp8QuantMatchesTheReferenceByteForByte) {
   int64_t cases = 0;
   for (DType in : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (DType out : {DType::kE4M3FN, DType::kE4M3FNUZ}) {
-      for (auto [m, k] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 7}, {17, 31}, {8, 32}, {9, 33}, {16, 100}, {13, 4096}}) {
+      for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 7}, {17, 31}, {8, 32}, {9, 33}, {16, 100}, {13, 4096}}) {
+        const int64_t m = shape.first, k = shape.second;  // not a structured binding: lambdas capture these
         const std::vector<float> v = special_rows(m, k, rng);
         const int64_t ld = k + 3;
         const std::vector<uint8_t> x = as_bytes(v, m, k, ld, in);
@@ -122,7 +123,8 @@ TEST_F(QuantCpu, PerTokenGroupQuantMatchesTheReferenceByteForByte) {
   std::mt19937 rng(2);
   for (DType in : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (DType out : {DType::kE4M3FN, DType::kE4M3FNUZ}) {
-      for (auto [m, k, g] : std::vector<std::array<int64_t, 3>>{{1, 16, 16}, {5, 48, 16}, {17, 256, 128}, {9, 384, 128}, {3, 70, 7}}) {
+      for (const auto& shape : std::vector<std::array<int64_t, 3>>{{1, 16, 16}, {5, 48, 16}, {17, 256, 128}, {9, 384, 128}, {3, 70, 7}}) {
+        const int64_t m = shape[0], k = shape[1], g = shape[2];  // lambdas capture these
         for (int variant = 0; variant < 4; ++variant) {  // row-major, column-major, ue8m0, eps underflow
           const std::vector<float> v = special_rows(m, k, rng);
           const int64_t ld = k + 1;
