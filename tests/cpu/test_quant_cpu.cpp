@@ -197,6 +197,8 @@ TEST(QuantCpuPlan, ReferenceWhenAskedOrWithoutAvx2AndThreadsByWork) {
   reference.cpu_backend = CpuBackend::kReference;
   EXPECT_EQ(ops::cpu::plan_cpu_quant({512, 4096, CpuIsa::kAvx2, 2}, reference).kernel, QuantKernel::kReference);
   EXPECT_EQ(ops::cpu::plan_cpu_quant({512, 4096, CpuIsa::kPortable, 2}, {}).kernel, QuantKernel::kReference);
+  EXPECT_EQ(ops::cpu::plan_cpu_quant({4, 0, CpuIsa::kAvx2, 2}, {}).kernel, QuantKernel::kReference);  // empty rows
+  EXPECT_EQ(ops::cpu::plan_cpu_quant({0, 64, CpuIsa::kAvx2, 2}, {}).kernel, QuantKernel::kReference);
   const ops::cpu::QuantPlan big = ops::cpu::plan_cpu_quant({512, 4096, CpuIsa::kAvx2, 2}, {});
   EXPECT_EQ(big.kernel, QuantKernel::kAvx2);
   EXPECT_EQ(big.threads, 2);

@@ -12,6 +12,10 @@ QuantPlan plan_cpu_quant(const QuantDesc& d, const Overrides& overrides) {
     plan.reason = "FP8KIT_CPU_BACKEND=reference";
     return plan;
   }
+  if (d.rows == 0 || d.k == 0) {
+    plan.reason = "empty input: nothing to vectorize (and no row pointer to offset)";
+    return plan;
+  }
   if (d.isa < CpuIsa::kAvx2) {
     plan.reason = "no AVX2: the reference's vectorized loops are the portable path";
     return plan;
