@@ -12,6 +12,7 @@
 #include "fp8kit/model/tokenizer.h"
 #include "model/tokenizer/tokenizer_impl.h"
 #include "model/tokenizer/utf8.h"
+#include "run_options.h"
 
 namespace fp8kit::cli {
 namespace {
@@ -19,24 +20,6 @@ namespace {
 // Encoding holds the pre-tokenized words of a text at once (peak memory about 8x the text, measured
 // on 10 MB): 64 MiB bounds that.
 constexpr size_t kMaxTextFileBytes = 64u << 20;
-
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::istringstream in(text);
-  std::string word;
-  while (in >> word) {
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    FP8KIT_CHECK_ARG(used == word.size() && v >= 0 && v <= INT32_MAX, "--decode: '{}' is not a token id", word);
-    ids.push_back(static_cast<int32_t>(v));
-  }
-  return ids;
-}
 
 void print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
@@ -120,7 +103,7 @@ void add_tokenize(CLI::App& app, std::function<int()>& run) {
       FP8KIT_CHECK_ARG(has_text || has_prompt || has_decode, "tokenize: give --text FILE, --prompt TEXT or --decode IDS");
       const Tokenizer tokenizer = Tokenizer::from_directory(args->model);
       if (has_decode) {
-        const std::vector<int32_t> ids = parse_ids(args->decode);
+        const std::vector<int32_t> ids = parse_token_ids(args->decode, "--decode");
         if (!args->stream) {
           const std::string s = tokenizer.decode(ids, args->skip_special);
           print(args->json ? dump({{"text", s}}) : s + "\n");
