@@ -4,7 +4,12 @@
 // of the process against the resident weights (every parameter and plain tensor the engine keeps)
 // plus the KV pool, and the machine load around the run. Prints one JSON object.
 //   bench_runner MODEL [--prompt 128] [--decode 32] [--runs 3] [--quantization auto|fp8]
-//                [--kv-cache-dtype auto|fp8|fp8_e5m2]   (threads: FP8KIT_NUM_THREADS)
+//                [--kv-cache-dtype auto|fp8|fp8_e5m2] [--device cpu|cuda] [--batch 1] [--eager]
+//   (threads: FP8KIT_NUM_THREADS)
+// --batch B decodes B sequences at once (tg counts the tokens of all). On CUDA every step ends
+// waiting for its logits, so the host clock times the device work; decode steps replay CUDA
+// graphs unless --eager, and the floor is the bytes a decode step reads (every weight once, the
+// KV cache of the batch at its mean context) over the device's copy rate measured in the run.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -18,6 +23,7 @@
 
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/model/engine.h"
+#include "fp8kit/platform.h"
 
 namespace {
 
@@ -55,11 +61,12 @@ struct Timing {
   int64_t decoded = 0;
 };
 
-Timing run(Engine& engine, const fp8kit::ForwardContext& ctx, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+Timing run(Engine& engine, const fp8kit::ForwardContext& ctx, const std::vector<int32_t>& prompt, int64_t max_tokens,
+           int64_t batch = 1) {
   fp8kit::GenerationParams p;
   p.sampling.temperature = 0.0f;
   p.max_tokens = max_tokens;
-  engine.add_request(prompt, p);
+  for (int64_t b = 0; b < batch; ++b) engine.add_request(prompt, p);
   Timing t;
   while (engine.has_unfinished_requests()) {
     const double t0 = now();
@@ -68,6 +75,23 @@ Timing run(Engine& engine, const fp8kit::ForwardContext& ctx, const std::vector<
     if (s.num_prefill_tokens == 0) t.decoded += s.num_decode_tokens;
   }
   return t;
+}
+
+// Bytes read plus written per second by a device-to-device copy of 1 GiB (the median of 5).
+double device_copy_bytes_per_s(fp8kit::Device device) {
+  const int64_t n = int64_t(1) << 30;
+  const fp8kit::Tensor a = fp8kit::Tensor::zeros({n}, fp8kit::DType::kU8, device);
+  fp8kit::Tensor b = fp8kit::Tensor::empty({n}, fp8kit::DType::kU8, device);
+  std::vector<double> rates;
+  for (int r = 0; r < 6; ++r) {
+    fp8kit::device_synchronize(device.index);
+    const double t0 = now();
+    b.copy_(a);
+    fp8kit::device_synchronize(device.index);
+    if (r > 0) rates.push_back(2.0 * double(n) / (now() - t0));
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
 }
 
 double median(std::vector<double> v) {
@@ -84,11 +108,24 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string model = argv[1];
-  int64_t prompt_len = 128, decode = 32, runs = 3;
-  std::string quantization = "auto", kv = "auto";
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
+  int64_t prompt_len = 128, decode = 32, runs = 3, batch = 1;
+  std::string quantization = "auto", kv = "auto", device = "cpu";
+  bool eager = false;
+  for (int i = 2; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--eager") {
+      eager = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "bench_runner: %s needs a value\n", flag.c_str());
+      return 2;
+    }
+    const std::string value = argv[i + 1];
     if (flag == "--prompt") prompt_len = std::stoll(value);
+    else if (flag == "--batch") batch = std::max<int64_t>(1, std::stoll(value));
+    else if (flag == "--device") device = value;
     else if (flag == "--decode") decode = std::stoll(value);
     else if (flag == "--runs") runs = std::max<int64_t>(1, std::stoll(value));
     else if (flag == "--quantization") quantization = value;
@@ -106,19 +143,22 @@ int main(int argc, char** argv) {
     const bool fp8_checkpoint = fp8kit::Checkpoint::open(model).config().contains("quantization_config");
     o.load.quantize = quantization == "fp8" || fp8_checkpoint;
     o.kv_cache.dtype = kv;
-    o.kv_cache.num_tokens = std::max(prompt_len, decode + 1);
-    o.max_tokens_per_step = prompt_len;
+    o.kv_cache.num_tokens = std::max(prompt_len, batch * (decode + 16));
+    o.max_tokens_per_step = std::max(prompt_len, batch);
+    o.max_num_seqs = std::max<int64_t>(64, batch);
+    o.cuda_graphs = !eager;
+    if (device == "cuda") o.load.device = fp8kit::Device::cuda(0);
     const double t_load = now();
     Engine engine(model, o);
     const double load_s = now() - t_load;
     const int64_t rss_after_load = peak_rss_bytes();
-    const fp8kit::ForwardContext ctx = fp8kit::ForwardContext::from_environment();
+    const fp8kit::ForwardContext ctx = fp8kit::ForwardContext::from_environment(o.load.device);
     std::vector<int32_t> prompt;
     for (int64_t i = 0; i < prompt_len; ++i) prompt.push_back(int32_t((i * 7919 + 17) % engine.model_info().vocab_size));
     std::vector<double> pp, tg;
     for (int64_t r = 0; r <= runs; ++r) {  // run 0 is untimed
       const Timing a = run(engine, ctx, prompt, 1);
-      const Timing b = run(engine, ctx, {prompt[0]}, decode);
+      const Timing b = run(engine, ctx, {prompt[0]}, decode, batch);
       if (r == 0) continue;
       pp.push_back(double(prompt_len) / a.prefill);
       tg.push_back(double(b.decoded) / b.decode);
@@ -131,7 +171,10 @@ int main(int argc, char** argv) {
     j["architecture"] = engine.model_info().architecture;
     j["quantization"] = engine.model_info().quantization;
     j["kv_cache_dtype"] = engine.kv_cache_info().dtype;
+    j["device"] = o.load.device.str();
     j["threads"] = ctx.num_threads();
+    j["decode_batch"] = batch;
+    j["cuda_graphs"] = o.load.device.is_cuda() && !eager;
     j["load_s"] = load_s;
     j["pp"] = prompt_len;
     j["pp_tokens_per_s"] = median(pp);
@@ -144,6 +187,18 @@ int main(int argc, char** argv) {
     j["peak_rss_after_load_bytes"] = rss_after_load;
     j["peak_rss_bytes"] = rss;
     j["peak_rss_over_weights_and_kv"] = double(rss) / double(weights + pool);
+    if (o.load.device.is_cuda()) {
+      // The decode floor: every weight once and the batch's KV at its mean context (1 + decode / 2
+      // tokens) per step, at the copy rate (bytes read + written per second) of this device.
+      const double copy = device_copy_bytes_per_s(o.load.device);
+      const fp8kit::KvCacheInfo kv_info = engine.kv_cache_info();
+      const double kv_token = double(kv_info.bytes) / double(std::max<int64_t>(1, kv_info.num_blocks * kv_info.block_size));
+      const double step_bytes = double(weights) + double(batch) * (1.0 + double(decode) / 2.0) * kv_token;
+      j["device_copy_GBps"] = copy / 1e9;
+      j["decode_step_bytes"] = step_bytes;
+      j["tg_floor_tokens_per_s"] = double(batch) * copy / step_bytes;
+      j["tg_over_floor"] = median(tg) / (double(batch) * copy / step_bytes);
+    }
     j["loadavg_start"] = load_start;
     j["loadavg_end"] = loadavg();
     std::printf("%s\n", j.dump(2).c_str());

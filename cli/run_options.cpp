@@ -33,6 +33,9 @@ void add_run_options(CLI::App* cmd, RunArgs& a) {
                   "CPU backend of the ops: fast (vectorized, f32 sums; the default) or reference (the exact "
                   "reference); default: FP8KIT_CPU_BACKEND, else fast")
       ->check(CLI::IsMember({"fast", "reference"}));
+  cmd->add_flag("--enforce-eager", a.enforce_eager,
+                "CUDA: run every step eagerly instead of replaying CUDA graphs of the decode steps (vLLM's "
+                "--enforce-eager)");
 }
 
 Overrides run_overrides(const RunArgs& a) {
@@ -73,6 +76,7 @@ EngineOptions engine_options(const RunArgs& a, const std::string& model_dir, int
     o.kv_cache.num_tokens = a.kv_cache_tokens > 0 ? a.kv_cache_tokens : default_kv_tokens;
   }
   o.max_tokens_per_step = a.max_tokens_per_step;
+  o.cuda_graphs = !a.enforce_eager;
   return o;
 }
 

@@ -25,10 +25,11 @@ struct RunArgs {
   // The CPU backend of the ops: "" (not given: FP8KIT_CPU_BACKEND, whose default is the fast
   // backend), "fast" or "reference" (the exact reference, the executable spec).
   std::string backend;
+  bool enforce_eager = false;  // CUDA: no decode graphs (EngineOptions::cuda_graphs)
 };
 
 // Registers --quantization, --dtype, --kv-cache-dtype, --kv-cache-memory, --kv-cache-tokens,
-// --calculate-kv-scales, --max-tokens-per-step, --device and --backend on `cmd`.
+// --calculate-kv-scales, --max-tokens-per-step, --device, --backend and --enforce-eager on `cmd`.
 void add_run_options(CLI::App* cmd, RunArgs& args);
 
 // The process's overrides with --backend applied: what the engines load with and what the

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/device_hooks.h"
+#include "core/thread_allocator.h"
 #include "fp8kit/device.h"
 
 namespace fp8kit {
@@ -62,6 +63,14 @@ Registry& registry() {
   return r;
 }
 
+// set_thread_allocator's: the calling thread's allocator per CUDA device (the CPU has none).
+thread_local std::array<Allocator*, kMaxCudaDevices> thread_cuda_allocators{};
+
+void check_cuda_index(Device device) {
+  FP8KIT_CHECK(device.index >= 0 && device.index < kMaxCudaDevices, ErrorCode::kInvalidArgument,
+               "invalid device {}", device.str());
+}
+
 }  // namespace
 
 std::string Device::str() const {
@@ -70,11 +79,13 @@ std::string Device::str() const {
 
 Allocator* get_allocator(Device device) {
   static CpuAllocator cpu;
+  if (device.is_cuda()) {
+    check_cuda_index(device);
+    if (Allocator* own = thread_cuda_allocators[size_t(device.index)]) return own;
+  }
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (device.is_cpu()) return r.cpu_override ? r.cpu_override : &cpu;
-  FP8KIT_CHECK(device.index >= 0 && device.index < kMaxCudaDevices, ErrorCode::kInvalidArgument,
-               "invalid device {}", device.str());
   if (r.cuda_override[device.index]) return r.cuda_override[device.index];
   const DeviceHooks* hooks = device_hooks(DeviceType::kCUDA);
   FP8KIT_CHECK(hooks != nullptr, ErrorCode::kUnsupported, "cannot allocate on {}: fp8kit was built without CUDA",
@@ -89,9 +100,17 @@ void set_allocator(Device device, Allocator* allocator) {
     r.cpu_override = allocator;
     return;
   }
-  FP8KIT_CHECK(device.index >= 0 && device.index < kMaxCudaDevices, ErrorCode::kInvalidArgument,
-               "invalid device {}", device.str());
+  check_cuda_index(device);
   r.cuda_override[device.index] = allocator;
+}
+
+Allocator* set_thread_allocator(Device device, Allocator* allocator) {
+  FP8KIT_CHECK(device.is_cuda(), ErrorCode::kInvalidArgument, "a thread allocator is for a CUDA device, not {}",
+               device.str());
+  check_cuda_index(device);
+  Allocator* previous = thread_cuda_allocators[size_t(device.index)];
+  thread_cuda_allocators[size_t(device.index)] = allocator;
+  return previous;
 }
 
 }  // namespace fp8kit

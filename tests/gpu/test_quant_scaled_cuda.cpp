@@ -1,7 +1,8 @@
 // scaled_fp8_quant on CUDA (static, dynamic per-tensor, dynamic per-token) against the CPU
 // reference on the same args struct: bit-exact codes and scales over ragged shapes, row strides,
 // misaligned views, every input and output dtype, padding, scale_ub and the spec's edge cases;
-// the 1,024,000 x 1152 bf16 regression (int64 offsets); capture into a CUDA graph.
+// the 1,024,000 x 1152 bf16 regression (int64 offsets); capture into a CUDA graph; the one-launch
+// form (a grid barrier) launched cooperatively and finishing beside a kernel that fills the GPU.
 #include <cuda_runtime_api.h>
 
 #include <cfloat>
@@ -9,6 +10,7 @@
 #include "core/cuda/cuda_check.h"
 #include "fp8kit/ops/quant.h"
 #include "gpu_test_util.h"
+#include "occupy_multiprocessors.h"
 #include "ops/quant/quant_cuda.h"
 #include "ops/quant/quant_ref.h"
 
@@ -355,6 +357,86 @@ TEST(QuantScaledCuda, CapturesIntoACudaGraph) {
   FP8KIT_CUDA_CHECK(cudaGraphExecDestroy(exec));
   FP8KIT_CUDA_CHECK(cudaGraphDestroy(graph));
   FP8KIT_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// The one-launch dynamic per-tensor form waits at a grid barrier for all of its blocks: it is a
+// cooperative launch (its captured kernel node says so), so it never starts with only part of its
+// blocks resident. Launched while another stream's kernel fills every multiprocessor, it starts
+// after that kernel lets go and gives the reference's bits.
+TEST(QuantScaledCuda, GridBarrierFormIsCooperativeAndFinishesBesideAFullGpu) {
+  if (cuda::debug_sync_enabled()) GTEST_SKIP() << "FP8KIT_DEBUG_SYNC synchronizes inside the capture";
+  const int64_t m = 64, k = 4096;  // between the one-block and the two-pass sizes on an H200
+  const uint32_t seed = next_seed();
+  const Tensor x = random_tensor({m, k}, DType::kBF16, seed);
+  const ops::QuantResult want = ops::scaled_fp8_quant(ctx_of(x), x);
+  const Case c{"scaled_fp8_quant dynamic per-tensor beside a full GPU", {m, k}, DType::kBF16, DType::kE4M3FN, seed, ""};
+
+  cudaStream_t stream = nullptr, other = nullptr;
+  FP8KIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  FP8KIT_CUDA_CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  const ForwardContext on_stream(Device::cuda(0), {}, Stream{stream});
+  const Tensor x_d = x.to(Device::cuda(0));
+  {
+    const ops::QuantResult warm = ops::scaled_fp8_quant(on_stream, x_d);  // kernels loaded, blocks cached
+    stream_synchronize(Stream{stream});
+  }
+
+  // The captured node of the one-launch kernel carries the cooperative attribute.
+  FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  ops::QuantResult captured = ops::scaled_fp8_quant(on_stream, x_d);
+  cudaGraph_t graph = nullptr;
+  FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  size_t count = 0;
+  FP8KIT_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  FP8KIT_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  int kernels = 0, cooperative = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    FP8KIT_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeKernel) continue;
+    ++kernels;
+    cudaLaunchAttributeValue value{};
+    FP8KIT_CUDA_CHECK(cudaGraphKernelNodeGetAttribute(node, cudaLaunchAttributeCooperative, &value));
+    cooperative += value.cooperative != 0 ? 1 : 0;
+  }
+  EXPECT_EQ(kernels, 1) << "the one-launch form: one kernel";
+  EXPECT_EQ(cooperative, 1) << "its kernel node is not cooperative";
+  FP8KIT_CUDA_CHECK(cudaGraphDestroy(graph));
+
+  for (int round = 0; round < 2; ++round) {  // eager, then the captured graph's replay
+    Tensor got_q, got_scale;
+    cudaGraphExec_t exec = nullptr;
+    {
+      gpu_test::OccupiedMultiprocessors full(other, /*limit_s=*/20.0);
+      if (round == 0) {
+        const ops::QuantResult r = ops::scaled_fp8_quant(on_stream, x_d);
+        got_q = r.q;
+        got_scale = r.scale;
+      } else {
+        captured.q.fill_bytes_(kPoisonCodes, Stream{stream});
+        FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        captured = ops::scaled_fp8_quant(on_stream, x_d);
+        FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        FP8KIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        got_q = captured.q;
+        got_scale = captured.scale;
+      }
+      // While the other kernel holds the GPU, no block of the cooperative kernel may run, so the
+      // stream cannot have finished; the release lets it through.
+      EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "round " << round << ": ran beside " << full.blocks()
+                                                            << " blocks that fill the GPU";
+      full.release();
+    }
+    stream_synchronize(Stream{stream});
+    expect_same_tensor(c, "codes, round " + std::to_string(round), got_q, want.q);
+    expect_same_tensor(c, "scale, round " + std::to_string(round), got_scale, want.scale);
+    if (exec != nullptr) FP8KIT_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  }
+  FP8KIT_CUDA_CHECK(cudaGraphDestroy(graph));
+  FP8KIT_CUDA_CHECK(cudaStreamDestroy(stream));
+  FP8KIT_CUDA_CHECK(cudaStreamDestroy(other));
 }
 
 }  // namespace

@@ -40,6 +40,10 @@ struct EngineOptions {
   KvCacheOptions kv_cache;
   int64_t max_tokens_per_step = 512;  // token budget of one step: decodes first, then prefill chunks
   int64_t max_num_seqs = 64;          // sequences in one step
+  // CUDA: a step that only decodes replays a CUDA graph captured for its batch size (padded to
+  // 1, 2, 4, 8, then multiples of 8, up to max_num_seqs); false runs every step eagerly (vLLM's
+  // enforce_eager). A graph that cannot be captured turns them off with a warning.
+  bool cuda_graphs = true;
   uint64_t seed = 0;                  // requests without a seed draw with seed + request id
 };
 
@@ -76,6 +80,7 @@ struct StepOutput {
   std::vector<RequestOutput> outputs;  // the requests that ran this step, in scheduling order
   int64_t num_prefill_tokens = 0;
   int64_t num_decode_tokens = 0;
+  bool cuda_graph = false;  // the step replayed a captured CUDA graph (EngineOptions::cuda_graphs)
 };
 
 struct ModelInfo {

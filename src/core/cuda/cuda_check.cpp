@@ -17,7 +17,11 @@ bool debug_sync_enabled() { return process_overrides().debug_sync; }
 
 void check_launch(cudaStream_t stream, const char* kernel, const char* file, int line) {
   check(cudaGetLastError(), kernel, file, line);
-  if (debug_sync_enabled()) check(cudaStreamSynchronize(stream), kernel, file, line);
+  if (!debug_sync_enabled()) return;
+  // A stream being captured into a graph cannot be synchronized: the kernel runs on replay.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream, &capturing), kernel, file, line);
+  if (capturing == cudaStreamCaptureStatusNone) check(cudaStreamSynchronize(stream), kernel, file, line);
 }
 
 }  // namespace fp8kit::cuda

@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/layers/fp8_config.h"
+#include "fp8kit/log.h"
 #include "fp8kit/ops/embedding.h"
 #include "model/runner/engine_impl.h"
 
@@ -113,6 +114,13 @@ EngineImpl::EngineImpl(const std::string& dir, const EngineOptions& o)
       layout, kv_pool_blocks(layout, unset ? kDefaultKvTokens : o.kv_cache.num_tokens, o.kv_cache.memory_bytes),
       o.load.device);
   scheduler = std::make_unique<Scheduler>(*pool, o.max_tokens_per_step, o.max_num_seqs);
+#if FP8KIT_WITH_CUDA
+  if (o.load.device.is_cuda() && o.cuda_graphs) {
+    // A sequence's block table is at most as wide as the longest sequence needs (or the pool holds).
+    const int64_t width = std::min(pool->blocks_for(c.max_model_len), pool->num_blocks());
+    graphs = std::make_unique<DecodeGraphs>(model, *pool, std::max<int64_t>(1, o.max_num_seqs), std::max<int64_t>(1, width));
+  }
+#endif
   info.architecture = c.architecture;
   info.dtype = model.dtype();
   info.quantization = describe_quantization(model.loaded());
@@ -164,7 +172,18 @@ StepOutput EngineImpl::step(const ForwardContext& ctx) {
   out.num_prefill_tokens = plan.num_prefill_tokens;
   out.num_decode_tokens = plan.num_decode_tokens;
   const bool on_device = ctx.device().is_cuda();
-  Tensor logits = model.forward(ctx, on_device ? upload(plan.batch, ctx) : plan.batch, *pool);  // [rows, vocab]
+  Tensor logits;  // [rows, vocab]
+  if (graphs != nullptr && on_device && plan.num_prefill_tokens == 0 && graphs->serves(plan.batch)) {
+    try {
+      logits = graphs->run(ctx, plan.batch);
+      out.cuda_graph = true;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kCuda) throw;
+      log_warning(std::string("CUDA graphs are off for this engine, its steps run eagerly: ") + e.what());
+      graphs.reset();
+    }
+  }
+  if (!logits.defined()) logits = model.forward(ctx, on_device ? upload(plan.batch, ctx) : plan.batch, *pool);
   // On CUDA the wanted logit rows come back once: the step's only wait for the device. Sampling
   // and the returned logits are the host's from here on.
   std::optional<ForwardContext> host_ctx;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fp8kit/model/engine.h"
+#include "model/runner/decode_graphs.h"
 #include "model/runner/decoder_model.h"
 #include "model/runner/kv_cache_pool.h"
 #include "model/runner/scheduler.h"
@@ -23,6 +24,7 @@ struct EngineImpl {
   DecoderModel model;
   std::unique_ptr<KvCachePool> pool;
   std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<DecodeGraphs> graphs;  // CUDA with options.cuda_graphs (decode_graphs.h)
   ModelInfo info;
   std::vector<int32_t> eos;
   int64_t next_id = 0;

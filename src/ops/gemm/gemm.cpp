@@ -118,6 +118,11 @@ Tensor scaled_mm(const ForwardContext& ctx, const Tensor& a, const Tensor& b_in,
   args.fast_accum = options.fast_accum && !options.block;
   if (m == 0 || n == 0) return out;
   args.overrides = &ctx.overrides();
+  Workspace::Scope scratch(ctx.workspace());
+  if (ctx.device().is_cuda()) {  // (a device mismatch is route's error)
+    args.lt_workspace_bytes = scaled_mm_lt_workspace_bytes(args.scale_a_kind);
+    args.lt_workspace = ctx.workspace().take({args.lt_workspace_bytes}, DType::kU8).data_ptr();
+  }
   route(kOp, ctx, a.device(), args, scaled_mm_cpu, scaled_mm_cuda);
   return out;
 }

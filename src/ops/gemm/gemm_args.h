@@ -37,7 +37,17 @@ struct ScaledMmArgs {
   DType out_dtype = DType::kBF16;        // bf16 | f16 | f32
   bool fast_accum = false;               // ScaledMmOptions::fast_accum (not with kBlock)
   const Overrides* overrides = nullptr;  // the caller's context's (never null from scaled_mm)
+  // cuBLASLt's scratch on CUDA: scaled_mm_lt_workspace_bytes(scale_a_kind) bytes from the caller
+  // context's Workspace, so two streams never share it and a captured graph keeps its own.
+  void* lt_workspace = nullptr;
+  int64_t lt_workspace_bytes = 0;
 };
+
+// The cuBLASLt scratch of one scaled_mm: block scales plan with 32 MiB, the others within 1 MiB
+// (gemm_cublaslt.cu says why).
+inline int64_t scaled_mm_lt_workspace_bytes(ScaleKind scale_a_kind) {
+  return scale_a_kind == ScaleKind::kBlock ? int64_t(32) << 20 : int64_t(1) << 20;
+}
 
 // weight_only_mm: 16-bit activations times dequantized FP8 weights.
 struct WeightOnlyMmArgs {

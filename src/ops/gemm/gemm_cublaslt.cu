@@ -4,8 +4,9 @@
 // Row-major y[M, N] = a[M, K] . b[N, K]^T is the column-major y^T[N, M] = b . a^T, i.e. cuBLASLt's
 // "TN" FP8 layout with A := b (transposed, ld = ldb) and B := a (not transposed, ld = lda): so
 // cuBLASLt's A scale is fp8kit's scale_b and its B scale is scale_a.
-// Each thread keeps its own handle, 32 MiB workspace and a cache of planned problems (the
-// descriptors and the heuristic's algorithm); only the pointers are set per call.
+// Each thread keeps its own handle and a bounded cache of planned problems (the descriptors and
+// the heuristic's algorithm); only the pointers are set per call. The workspace is the caller's
+// (ScaledMmArgs::lt_workspace, from its context's Workspace).
 
 #include <map>
 #include <string>
@@ -70,19 +71,16 @@ struct Plan {
 struct Context {
   int device = -1;
   cublasLtHandle_t handle = nullptr;
-  Tensor workspace;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  // A runner's prefill chunks of every length would grow the cache without end: past this many
+  // problems it starts over.
+  static constexpr size_t kMaxPlans = 1024;
 
-  explicit Context(int dev) : device(dev) {
-    check(lt().cublasLtCreate(&handle), "create");
-    workspace = Tensor::empty({kWorkspaceBytes}, DType::kU8, Device::cuda(dev));
-  }
+  explicit Context(int dev) : device(dev) { check(lt().cublasLtCreate(&handle), "create"); }
   ~Context() {
     plans.clear();
     if (handle) lt().cublasLtDestroy(handle);
   }
-  static constexpr int64_t kWorkspaceBytes = int64_t(32) << 20;
-  static constexpr int64_t kSmallWorkspaceBytes = int64_t(1) << 20;  // what non-block plans may use
 };
 
 Context& context() {
@@ -140,8 +138,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const ScaledMmArgs& p) {
   // cuBLASLt workspace), e.g. on the H200 8192 x 28672 at M = 64 77 us against 65, 4096 x 14336 at
   // M = 64 23 us against 20; block scales keep the whole buffer (4096 x 14336 at M = 32-128 ran
   // 1.6-1.7x slower within 1 MiB).
-  const uint64_t workspace =
-      p.scale_a_kind == ScaleKind::kBlock ? Context::kWorkspaceBytes : Context::kSmallWorkspaceBytes;
+  const uint64_t workspace = uint64_t(scaled_mm_lt_workspace_bytes(p.scale_a_kind));
   check(lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                   sizeof(workspace)),
         "workspace preference");
@@ -161,8 +158,14 @@ bool scaled_mm_cublaslt(const ScaledMmArgs& p, cudaStream_t stream) {
   Context& ctx = context();
   const PlanKey key{p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(p.scale_a_kind), int(p.scale_b_kind), int(p.out_dtype),
                     p.bias != nullptr, p.fast_accum};
+  if (p.lt_workspace == nullptr || p.lt_workspace_bytes < scaled_mm_lt_workspace_bytes(p.scale_a_kind)) {
+    throw Error(ErrorCode::kInternal, "scaled_mm: cuBLASLt called without its workspace");
+  }
   auto it = ctx.plans.find(key);
-  if (it == ctx.plans.end()) it = ctx.plans.emplace(key, make_plan(ctx, p)).first;
+  if (it == ctx.plans.end()) {
+    if (ctx.plans.size() >= Context::kMaxPlans) ctx.plans.clear();
+    it = ctx.plans.emplace(key, make_plan(ctx, p)).first;
+  }
   Plan& plan = *it->second;
   if (!plan.found) return false;
   const void* sa = p.scale_b;
@@ -175,7 +178,7 @@ bool scaled_mm_cublaslt(const ScaledMmArgs& p, cudaStream_t stream) {
   }
   const float alpha = 1.0f, beta = 0.0f;
   check(lt().cublasLtMatmul(ctx.handle, plan.op, &alpha, p.b, plan.a, p.a, plan.b, &beta, p.out, plan.d, p.out, plan.d,
-                       &plan.algo, ctx.workspace.data_ptr(), Context::kWorkspaceBytes, stream),
+                       &plan.algo, p.lt_workspace, size_t(p.lt_workspace_bytes), stream),
         "matmul");
   return true;
 }

@@ -45,6 +45,11 @@ Tensor matmul_16bit(const ForwardContext& ctx, const Tensor& x, const Tensor& w,
   args.out = out.data_ptr();
   args.ldc = n;
   if (m == 0 || n == 0) return out;
+  Workspace::Scope scratch(ctx.workspace());
+  if (ctx.device().is_cuda()) {  // (a device mismatch is route's error)
+    args.lt_workspace_bytes = kMatmul16LtWorkspaceBytes;
+    args.lt_workspace = ctx.workspace().take({args.lt_workspace_bytes}, DType::kU8).data_ptr();
+  }
   route(kOp, ctx, x.device(), args, matmul_16bit_cpu, matmul_16bit_cuda);
   return out;
 }

@@ -20,7 +20,12 @@ struct Matmul16Args {
   const void* bias = nullptr;  // [n] or null
   void* out = nullptr;         // [m, n], row i at out + i * ldc
   int64_t ldc = 0;
+  // cuBLASLt's scratch on CUDA: kMatmul16LtWorkspaceBytes from the caller context's Workspace.
+  void* lt_workspace = nullptr;
+  int64_t lt_workspace_bytes = 0;
 };
+
+inline constexpr int64_t kMatmul16LtWorkspaceBytes = int64_t(8) << 20;
 
 // y = round_out(sum_k x * w + bias): products and sums in double, one rounding at the end.
 void matmul_16bit_ref(const Matmul16Args& args);

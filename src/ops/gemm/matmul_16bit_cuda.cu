@@ -103,15 +103,11 @@ struct Plan {
 };
 
 struct Context {
-  static constexpr int64_t kWorkspaceBytes = int64_t(8) << 20;
   cublasLtHandle_t handle = nullptr;
-  Tensor workspace;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  static constexpr size_t kMaxPlans = 1024;  // then the cache starts over (prefill chunks of every length)
 
-  explicit Context(int device) {
-    check(lt().cublasLtCreate(&handle), "create");
-    workspace = Tensor::empty({kWorkspaceBytes}, DType::kU8, Device::cuda(device));
-  }
+  Context() { check(lt().cublasLtCreate(&handle), "create"); }
   ~Context() {
     plans.clear();
     if (handle) lt().cublasLtDestroy(handle);
@@ -123,7 +119,7 @@ Context& context() {
   FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
   thread_local std::map<int, std::unique_ptr<Context>> contexts;
   auto& slot = contexts[device];
-  if (!slot) slot = std::make_unique<Context>(device);
+  if (!slot) slot = std::make_unique<Context>();
   return *slot;
 }
 
@@ -150,7 +146,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Matmul16Args& p) {
   check(lt().cublasLtMatrixLayoutCreate(&plan->d, type, uint64_t(p.n), uint64_t(p.m), p.ldc), "D layout");
   cublasLtMatmulPreference_t pref = nullptr;
   check(lt().cublasLtMatmulPreferenceCreate(&pref), "preference");
-  const uint64_t workspace = Context::kWorkspaceBytes;
+  const uint64_t workspace = uint64_t(kMatmul16LtWorkspaceBytes);
   check(lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                   sizeof(workspace)),
         "workspace preference");
@@ -168,8 +164,14 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Matmul16Args& p) {
 bool run_cublaslt(const Matmul16Args& p, cudaStream_t stream) {
   Context& ctx = context();
   const PlanKey key{p.m, p.n, p.k, p.ldx, p.ldw, p.ldc, int(p.dtype), p.bias != nullptr};
+  if (p.lt_workspace == nullptr || p.lt_workspace_bytes < kMatmul16LtWorkspaceBytes) {
+    throw Error(ErrorCode::kInternal, "matmul_16bit: cuBLASLt called without its workspace");
+  }
   auto it = ctx.plans.find(key);
-  if (it == ctx.plans.end()) it = ctx.plans.emplace(key, make_plan(ctx, p)).first;
+  if (it == ctx.plans.end()) {
+    if (ctx.plans.size() >= Context::kMaxPlans) ctx.plans.clear();
+    it = ctx.plans.emplace(key, make_plan(ctx, p)).first;
+  }
   Plan& plan = *it->second;
   if (!plan.found) return false;
   if (p.bias != nullptr) {
@@ -178,7 +180,7 @@ bool run_cublaslt(const Matmul16Args& p, cudaStream_t stream) {
   }
   const float alpha = 1.0f, beta = 0.0f;
   check(lt().cublasLtMatmul(ctx.handle, plan.op, &alpha, p.w, plan.a, p.x, plan.b, &beta, p.out, plan.d, p.out, plan.d,
-                       &plan.algo, ctx.workspace.data_ptr(), Context::kWorkspaceBytes, stream),
+                       &plan.algo, p.lt_workspace, size_t(p.lt_workspace_bytes), stream),
         "matmul");
   return true;
 }

@@ -136,10 +136,9 @@ __global__ void __launch_bounds__(kThreads) act_quant_kernel(const ActQuantParam
   } else if constexpr (kPass == Pass::kSmall || kPass == Pass::kGrid) {
     // kAmax then kFromY with y kept in registers instead of going through memory (act.out is not
     // touched). kSmall: one block, whose max is the max over all. kGrid: one launch of at most one
-    // block a multiprocessor, the blocks' maxima met across a grid barrier
-    // (core/cuda/grid_barrier.cuh); every block is resident before the next kernel can start (it
-    // waits for all of this grid's pdl_allow_dependents above), so none waits for a
-    // multiprocessor that a block of the next kernel holds.
+    // block a multiprocessor, launched cooperatively, the blocks' maxima met across a grid barrier
+    // (core/cuda/grid_barrier.cuh); the next kernel's blocks start only after all of this grid's
+    // pdl_allow_dependents above.
     constexpr int kRuns = kPass == Pass::kSmall ? kSmallRuns : kGridRuns;
     __shared__ uint32_t reduce_buffer[kWarps];
     __shared__ float grid_scale;
@@ -242,7 +241,7 @@ void launch_typed(const ActQuantArgs& a, const ActQuantParams& p, cudaStream_t s
         return;
       }
       if (const int64_t blocks = grid_blocks(p.rows, int64_t(p.runs_per_row) * kRun); a.scale_zeroed && a.grid_counter != nullptr && blocks > 0) {
-        cuda::launch_pdl(act_quant_kernel<T, F, Pass::kGrid, kSilu>, unsigned(blocks), kThreads, 0, stream, p);
+        cuda::launch_cooperative(act_quant_kernel<T, F, Pass::kGrid, kSilu>, unsigned(blocks), kThreads, 0, stream, p);
         FP8KIT_CHECK_LAUNCH(stream, "act_quant_kernel");
         return;
       }

@@ -60,8 +60,8 @@ void launch_per_tensor_quant(DType in_dtype, DType out_dtype, PerTensorQuantPara
     if (absmax_first != nullptr && grid_counter != nullptr) {
       const int64_t chunks = std::max(absmax_first->rows * ceil_div(absmax_first->cols, kChunk), p.rows * ceil_div(p.cols, kChunk));
       const int64_t blocks = std::clamp<int64_t>(ceil_div(chunks, kThreads), 1, sm_count());
-      cuda::launch_pdl(grid_dynamic_per_tensor_quant_kernel<T, F>, unsigned(blocks), kThreads, 0, stream, *absmax_first, p,
-                       grid_counter);
+      cuda::launch_cooperative(grid_dynamic_per_tensor_quant_kernel<T, F>, unsigned(blocks), kThreads, 0, stream,
+                               *absmax_first, p, grid_counter);
       FP8KIT_CHECK_LAUNCH(stream, "grid_dynamic_per_tensor_quant_kernel");
       return;
     }

@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(kThreads) small_dynamic_per_tensor_quant_kerne
 // multiprocessor: the blocks' absmax into *a.result (and the counter right after it, both zeroed
 // before), a grid barrier (core/cuda/grid_barrier.cuh), then the codes of `p` with the scale,
 // the input read again from L2. The same bits as absmax_kernel then per_tensor_quant_kernel.
-// Every block is resident before the next kernel can start (it waits for all of this grid's
-// pdl_allow_dependents), so none waits for a multiprocessor a block of the next kernel holds.
+// Launched cooperatively (grid_barrier.cuh): every block is resident before any waits; the next
+// kernel's blocks, launched with PDL, start only after all of this grid's pdl_allow_dependents.
 template <typename T, typename F>
 __global__ void __launch_bounds__(kThreads) grid_dynamic_per_tensor_quant_kernel(const AbsmaxParams a,
                                                                                 const PerTensorQuantParams p,
