@@ -135,6 +135,8 @@ std::vector<std::pair<int64_t, int64_t>> sweep_shapes() {
   for (int64_t m : {1, 3}) {
     for (int64_t k : {2000, 20000, 40000}) shapes.push_back({m, k});
   }
+  // Rows enough for a warp per row (more than the GPU holds warps): the warp-team kernels.
+  for (int64_t k : {600, 1024, 2000, 4096}) shapes.push_back({1100, k});
   return shapes;
 }
 
