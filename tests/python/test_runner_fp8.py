@@ -113,7 +113,9 @@ def make_static(src, dst, rng):
     up of an expert share theirs, as they share the input)."""
     tensors = raw_tensors(src)
     scales = {}
-    for name in list(tensors):
+    # In name order: safetensors.deserialize lists the tensors in an order of its own that changes
+    # from one process to the next, and drawing the scales in it gave each run other scales.
+    for name in sorted(tensors):
         if name.endswith(".weight_scale"):
             module = name[: -len(".weight_scale")]
             shared = module.replace(".up_proj", ".gate_proj").replace(".w3", ".w1")
