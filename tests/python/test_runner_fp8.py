@@ -359,10 +359,7 @@ def forward_resolving_ties(model, ids, got):
 
 @pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("scheme", ["per-tensor", "per-shard", "static", "block", "online"])
-def test_fp8_forward_matches_numpy(checkpoints, tmp_path, monkeypatch, name, scheme):
-    # One thread: with two, qwen2's static checkpoint gave logits up to 1.8e-5 off numpy in about
-    # one run of four (2.4e-6 at most otherwise); the cause is not found yet (docs/numerics.md).
-    monkeypatch.setenv("FP8KIT_NUM_THREADS", "1")
+def test_fp8_forward_matches_numpy(checkpoints, tmp_path, name, scheme):
     fp8_model, bf16_model = numpy_fp8(checkpoints[name], scheme)
     model_dir = checkpoints[name] / ("bf16" if scheme == "online" else scheme)
     flags = ["--dtype", "float32", "--allow-f32-quantized"] + (["--quantization", "fp8"] if scheme == "online" else [])
