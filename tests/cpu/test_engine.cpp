@@ -89,6 +89,35 @@ TEST(Engine, Fp8DecodeGivesThePrefillLogitsExactly) {
   expect_decode_equals_prefill(root + "/block", o, 0.0, fast_ctx());
 }
 
+TEST(Engine, Fp8LogitsDoNotDependOnTheThreadCount) {
+  // The fast backend sums every output element in one fixed order whatever the thread count, so a
+  // comparison of the logits against an oracle (tests/python/test_runner_fp8.py) needs no thread
+  // pin: one thread and the whole pool give the same bits, with per-tensor and block scales. (The
+  // reference ops split rows over the pool and compute each output on one thread.)
+  const int pool = ForwardContext().num_threads();
+  if (pool < 2) GTEST_SKIP() << "the thread pool has one thread";
+  const std::string root = testing::scratch_dir();
+  const std::string bf16 = write_model(root + "/bf16", small_spec());
+  EngineOptions o;
+  o.load.dtype = DType::kF32;
+  o.load.allow_f32_quantized = true;
+  const std::vector<int32_t> prompt = ids(40, 128, 6);
+  for (const QuantScheme scheme : {QuantScheme::kPerTensor, QuantScheme::kBlock}) {
+    const std::string model = quantize(bf16, root + "/" + std::to_string(int(scheme)), scheme);
+    std::vector<std::vector<std::vector<float>>> logits;
+    for (const int threads : {1, pool}) {
+      Overrides overrides;
+      overrides.cpu_backend = CpuBackend::kFast;
+      overrides.num_threads = threads;
+      Engine engine(model, o);
+      engine.add_request(prompt, greedy(0, true));
+      logits.push_back(run_all(engine, ForwardContext(Device::cpu(), overrides), 1)[0].logits);
+    }
+    ASSERT_EQ(logits[0].size(), prompt.size());
+    EXPECT_EQ(logits[0], logits[1]) << "scheme " << int(scheme);
+  }
+}
+
 TEST(Engine, Fp8KvCacheDecodeGivesThePrefillLogitsExactly) {
   // The prefill reads its own K/V back from the FP8 cache too (vLLM's write-then-read), so both
   // see the same quantized keys and values.
