@@ -323,7 +323,8 @@ TEST(Sampling, Errors) {
       [&] {
         ops::sample(cuda_ctx, ops_test::fake_cuda_tensor({2, 2}, DType::kF32), {{}, {}});
       },
-      ErrorCode::kUnsupported, "sampling: no CUDA kernel yet");
+      ErrorCode::kUnsupported,
+      "sampling: on CUDA only greedy rows are sampled (row 0 has temperature 1); sample that row on the host");
   // An empty batch.
   EXPECT_EQ(ops::sample(ctx, Tensor::empty({0, 5}, DType::kF32), {}).token_ids.numel(), 0);
 }

@@ -1,7 +1,8 @@
 // Engine (include/fp8kit/model/engine.h): the model, its KV pool and the scheduler; step() runs
 // the scheduled chunks through DecoderModel::forward, samples with ops::sample and finishes
-// requests on a stop id or max_tokens. On CUDA the batch is uploaded, the forward runs on the
-// device (weights and KV pool there) and only the wanted logit rows come back for sampling.
+// requests on a stop id or max_tokens. On CUDA the batch is uploaded (or a decode step replays its
+// CUDA graph, decode_graphs.h), the forward runs on the device (weights and KV pool there), and
+// greedy rows are sampled there too; other steps bring the wanted logit rows back for sampling.
 // Tested by tests/cpu/test_engine.cpp, tests/cpu/test_engine_batching.cpp and
 // tests/gpu/test_engine_cuda.cpp.
 #include "fp8kit/model/engine.h"
@@ -16,6 +17,7 @@
 #include "fp8kit/log.h"
 #include "fp8kit/ops/embedding.h"
 #include "model/runner/engine_impl.h"
+#include "ops/sampling/sampling_args.h"
 
 namespace fp8kit {
 namespace runner {
@@ -184,26 +186,38 @@ StepOutput EngineImpl::step(const ForwardContext& ctx) {
     }
   }
   if (!logits.defined()) logits = model.forward(ctx, on_device ? upload(plan.batch, ctx) : plan.batch, *pool);
-  // On CUDA the wanted logit rows come back once: the step's only wait for the device. Sampling
-  // and the returned logits are the host's from here on.
-  std::optional<ForwardContext> host_ctx;
-  if (on_device) {
-    logits = download(logits, ctx);
-    host_ctx.emplace(Device::cpu(), ctx.overrides());
-  }
-  const ForwardContext& sample_ctx = on_device ? *host_ctx : ctx;
 
   std::vector<int64_t> rows;
   std::vector<ops::SamplingParams> params;
+  bool all_greedy = true, logits_returned = false;
   for (const ScheduledChunk& c : plan.chunks) {
+    logits_returned = logits_returned || c.seq->params.return_logits;
     if (!c.samples || c.seq->params.max_tokens == 0) continue;
     rows.push_back(c.first_logit_row + c.num_logit_rows - 1);
     ops::SamplingParams p = c.seq->params.sampling;
     p.seed = c.seq->seed;
     p.step = uint64_t(c.seq->num_generated);
+    all_greedy = all_greedy && p.temperature < ops::kSamplingEps;
     params.push_back(p);
   }
+  // On CUDA a step whose logit rows are all greedy samples, with none returned, samples on the
+  // device and brings back two numbers a row. Otherwise the wanted logit rows come back once and
+  // sampling and the returned logits are the host's. Either way that is the step's one wait.
+  const bool device_sampling =
+      on_device && !rows.empty() && all_greedy && !logits_returned && int64_t(rows.size()) == logits.size(0);
   ops::SamplingResult sampled;
+  if (device_sampling) {
+    const ops::SamplingResult d = ops::sample(ctx, logits, params);
+    sampled.token_ids = download(d.token_ids, ctx);
+    sampled.logprobs = download(d.logprobs, ctx);
+    rows.clear();
+  }
+  std::optional<ForwardContext> host_ctx;
+  if (on_device && !device_sampling) {
+    logits = download(logits, ctx);
+    host_ctx.emplace(Device::cpu(), ctx.overrides());
+  }
+  const ForwardContext& sample_ctx = host_ctx ? *host_ctx : ctx;
   if (!rows.empty()) {
     const bool all_rows = int64_t(rows.size()) == logits.size(0);  // then rows is 0, 1, ...
     const Tensor picked = all_rows ? logits : ops::embedding(sample_ctx, Tensor::from_vector(rows), logits);

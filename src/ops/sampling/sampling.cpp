@@ -1,7 +1,8 @@
 // Public entry of sample (include/fp8kit/ops/sampling.h): validates the logits (on the host:
 // no NaN, no +inf, not all -inf) and every row's parameters once, allocates the results, fills
-// SamplingArgs with workspace scratch and routes by device (CPU: the reference). Tested by
-// tests/cpu/test_sampling.cpp.
+// SamplingArgs with workspace scratch and routes by device (CPU: the reference; CUDA: greedy rows,
+// sampling_cuda.h, whose faults come back to the host and raise the same errors). Tested by
+// tests/cpu/test_sampling.cpp and tests/gpu/test_sampling_cuda.cpp.
 #include "fp8kit/ops/sampling.h"
 
 #include <cmath>
@@ -9,7 +10,11 @@
 #include "fp8kit/half.h"
 #include "ops/context_checks.h"
 #include "ops/op_checks.h"
+#include "ops/sampling/sampling_cuda.h"
 #include "ops/sampling/sampling_ref.h"
+#if FP8KIT_WITH_CUDA
+#include "core/cuda/device_guard.h"
+#endif
 
 namespace fp8kit::ops {
 
@@ -44,6 +49,61 @@ void check_logits(const Tensor& logits) {
   }
 }
 
+// The host's check_logits on the faults the CUDA kernel found: the same first error.
+void check_faults(const Tensor& faults) {
+  const int64_t* f = faults.data<int64_t>();
+  for (int64_t r = 0; r < faults.size(0); ++r) {
+    const int64_t nan_id = f[3 * r], inf_id = f[3 * r + 1];
+    if (nan_id >= 0 && (inf_id < 0 || nan_id < inf_id)) fail(ErrorCode::kInvalidArgument, "{}: logits[{}, {}] is NaN", kOp, r, nan_id);
+    if (inf_id >= 0) fail(ErrorCode::kInvalidArgument, "{}: logits[{}, {}] is +inf", kOp, r, inf_id);
+    FP8KIT_CHECK_ARG(f[3 * r + 2] == 0, "{}: every logit of row {} is -inf", kOp, r);
+  }
+}
+
+// CUDA: every row greedy and no top logprobs (else kUnsupported); the results on the device. The
+// faults are read back before it returns (the one wait), so bad logits raise here as on the host.
+SamplingResult sample_cuda(const ForwardContext& ctx, const Tensor& logits, const std::vector<SamplingParams>& params,
+                           const SamplingOptions& options) {
+  for (size_t r = 0; r < params.size(); ++r) {
+    FP8KIT_CHECK(params[r].temperature < kSamplingEps, ErrorCode::kUnsupported,
+                 "{}: on CUDA only greedy rows are sampled (row {} has temperature {}); sample that row on the host",
+                 kOp, r, params[r].temperature);
+  }
+  FP8KIT_CHECK(options.num_logprobs == 0, ErrorCode::kUnsupported,
+               "{}: top logprobs on CUDA are not supported; ask for them on the host", kOp);
+  const int64_t num_seqs = logits.size(0);
+  const Device device = logits.device();
+  SamplingResult res;
+  res.token_ids = Tensor::empty({num_seqs}, DType::kI64, device);
+  res.logprobs = Tensor::empty({num_seqs}, DType::kF32, device);
+  res.ranks = Tensor::empty({num_seqs}, DType::kI64, device);
+  res.top_ids = Tensor::empty({num_seqs, 0}, DType::kI64, device);
+  res.top_logprobs = Tensor::empty({num_seqs, 0}, DType::kF32, device);
+  if (num_seqs == 0) return res;
+  Workspace::Scope scope(ctx.workspace());
+  const Tensor faults = ctx.workspace().take({num_seqs, 3}, DType::kI64);
+  GreedySampleArgs a;
+  a.num_seqs = num_seqs;
+  a.vocab = logits.size(1);
+  a.logits = logits.data_ptr();
+  a.row_stride = logits.stride(0);
+  a.dtype = logits.dtype();
+  a.token_ids = res.token_ids.data<int64_t>();
+  a.logprobs = res.logprobs.data<float>();
+  a.ranks = res.ranks.data<int64_t>();
+  a.faults = faults.data<int64_t>();
+#if FP8KIT_WITH_CUDA
+  {
+    cuda::DeviceGuard guard(device.index);
+    greedy_sample_cuda(a, ctx.stream());
+  }
+#endif
+  Tensor host = Tensor::empty(faults.shape(), DType::kI64);
+  host.copy_(faults, ctx.stream());  // complete when it returns
+  check_faults(host);
+  return res;
+}
+
 }  // namespace
 
 SamplingResult sample(const ForwardContext& ctx, const Tensor& logits, const std::vector<SamplingParams>& params,
@@ -64,6 +124,7 @@ SamplingResult sample(const ForwardContext& ctx, const Tensor& logits, const std
   for (size_t r = 0; r < params.size(); ++r) check_params(params[r], r);
   FP8KIT_CHECK_ARG(options.num_logprobs >= 0 && options.num_logprobs <= vocab,
                    "{}: `num_logprobs` must be in [0, vocab = {}], got {}", kOp, vocab, options.num_logprobs);
+  if (ctx.device().is_cuda()) return sample_cuda(ctx, logits, params, options);
   require_reference_backend(kOp, ctx.device());
   switch (logits.dtype()) {
     case DType::kBF16: check_logits<BFloat16>(logits); break;
