@@ -8,6 +8,17 @@ namespace {
 
 thread_local bool t_inside_job = false;
 
+// Spins of the wait loops before they sleep: 4096 pause instructions, some tens of microseconds.
+constexpr int kSpins = 4096;
+
+void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -27,7 +38,7 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stop_.store(true);
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
@@ -37,22 +48,25 @@ bool ThreadPool::inside_job() { return t_inside_job; }
 
 void ThreadPool::run(int64_t chunks, const std::function<void(int64_t)>& body) {
   std::lock_guard<std::mutex> serial(run_mutex_);  // one job at a time
+  body_ = &body;
+  chunks_.store(chunks, std::memory_order_relaxed);
+  next_.store(0, std::memory_order_relaxed);
+  finished_.store(0, std::memory_order_relaxed);
+  error_ = nullptr;
   {
+    // Under the mutex, so that a worker checking whether to sleep sees it or is woken.
     std::lock_guard<std::mutex> lock(mutex_);
-    body_ = &body;
-    chunks_.store(chunks);
-    next_.store(0);
-    pending_ = chunks;
-    error_ = nullptr;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   drain();
-  std::unique_lock<std::mutex> lock(mutex_);
-  // Every chunk done and every worker out of drain(): a worker still inside it could otherwise
-  // claim an index of the next job before that job's counters are all set, and count a chunk
-  // twice (the job would end with a chunk never run).
-  done_.wait(lock, [this] { return pending_ == 0 && active_ == 0; });
+  const int workers = static_cast<int>(workers_.size());
+  const auto all_done = [&] { return finished_.load(std::memory_order_acquire) == workers; };
+  for (int spin = 0; spin < kSpins && !all_done(); ++spin) pause();
+  if (!all_done()) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, all_done);
+  }
   body_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }
@@ -68,8 +82,6 @@ void ThreadPool::drain() {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = std::current_exception();
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--pending_ == 0) done_.notify_all();
   }
   t_inside_job = false;
 }
@@ -77,16 +89,20 @@ void ThreadPool::drain() {
 void ThreadPool::work() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    const auto published = [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; };
+    for (int spin = 0; spin < kSpins && !published(); ++spin) pause();
+    if (!published()) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || (generation_ != seen && body_ != nullptr); });
-      if (stop_) return;
-      seen = generation_;
-      ++active_;  // joins the job while it runs (body_ is set until run() has seen active_ == 0)
+      wake_.wait(lock, published);
     }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     drain();
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--active_ == 0) done_.notify_all();
+    // (workers_ is complete: run() starts jobs only after the constructor returned)
+    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<int>(workers_.size())) {
+      std::lock_guard<std::mutex> lock(mutex_);  // run() checks under it before it sleeps
+      done_.notify_all();
+    }
   }
 }
 

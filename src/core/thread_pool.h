@@ -1,5 +1,8 @@
 // ThreadPool: worker threads that drain the chunks of one job at a time with the calling thread
-// (parallel.h's parallel_for runs on the process-wide one). A worker that cannot be started
+// (parallel.h's parallel_for runs on the process-wide one). Between jobs a worker spins for a
+// short while before it sleeps, and so does run() waiting for the workers: a decode step of a
+// small model is hundreds of jobs of tens of microseconds, and a futex wake-up per job cost
+// about as much as the job. A worker that cannot be started
 // leaves the pool smaller, never hung: it runs with the threads it got. Not a public header.
 // Tested in tests/cpu/test_parallel.cpp.
 #pragma once
@@ -46,10 +49,12 @@ class ThreadPool {
   const std::function<void(int64_t)>* body_ = nullptr;
   std::atomic<int64_t> chunks_{0};
   std::atomic<int64_t> next_{0};
-  int64_t pending_ = 0;
-  int active_ = 0;  // workers inside drain()
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  // A job is published by a new generation; each worker drains it once and counts itself in
+  // finished_, and run() returns only when every worker has, so none is still in drain() when the
+  // next job resets the counters.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> finished_{0};
+  std::atomic<bool> stop_{false};
   std::exception_ptr error_;
 };
 
