@@ -24,6 +24,7 @@ namespace {
 
 using namespace runner_test;
 using runner::ForwardBatch;
+using runner::to_device;
 
 constexpr int64_t kBlockSize = 16, kBlocksPerSeq = 8;  // a block table of 8 blocks: 128 tokens
 
@@ -62,23 +63,6 @@ ForwardBatch host_batch(const std::vector<Chunk>& chunks, int64_t width = kBlock
   }
   b.metadata.query_start_loc.data<int32_t>()[r] = int32_t(t);
   return b;
-}
-
-Tensor to_device(const Tensor& t, const ForwardContext& ctx) {
-  Tensor d = Tensor::empty(t.shape(), t.dtype(), ctx.device());
-  d.copy_(t, ctx.stream());
-  return d;
-}
-
-ForwardBatch to_device(const ForwardBatch& b, const ForwardContext& ctx) {
-  ForwardBatch d;
-  d.token_ids = to_device(b.token_ids, ctx);
-  d.positions = to_device(b.positions, ctx);
-  d.metadata.query_start_loc = to_device(b.metadata.query_start_loc, ctx);
-  d.metadata.seq_lens = to_device(b.metadata.seq_lens, ctx);
-  d.metadata.block_table = to_device(b.metadata.block_table, ctx);
-  d.metadata.slot_mapping = to_device(b.metadata.slot_mapping, ctx);
-  return d;
 }
 
 std::vector<uint8_t> bytes_of(const Tensor& device_tensor, const ForwardContext& ctx) {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "core/cuda/cuda_check.h"
+#include "core/cuda/pdl.cuh"
 
 namespace fp8kit::cuda {
 
@@ -39,14 +39,7 @@ void launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block, size_t
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeCooperative;
   attribute.val.cooperative = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  FP8KIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  launch_with_attribute(attribute, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace fp8kit::cuda

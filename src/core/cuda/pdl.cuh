@@ -33,6 +33,21 @@ __device__ __forceinline__ void pdl_allow_dependents() {
 #endif
 }
 
+// kernel<<<grid, block, smem, stream>>>(args...) with one launch attribute.
+template <typename... Params, typename... Args>
+void launch_with_attribute(const cudaLaunchAttribute& attribute, void (*kernel)(Params...), dim3 grid, dim3 block,
+                           size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attributes[1] = {attribute};
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = 1;
+  FP8KIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch where
 // pdl_enabled (a plain launch otherwise).
 template <typename... Params, typename... Args>
@@ -42,14 +57,7 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = pdl_enabled(device) ? 1 : 0;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  FP8KIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  launch_with_attribute(attribute, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace fp8kit::cuda

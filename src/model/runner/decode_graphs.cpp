@@ -60,6 +60,7 @@ void fill_inputs(uint8_t* base, const InputLayout& layout, int64_t size, int64_t
 struct DecodeGraphs::Graph {
   Graph(int64_t size, int64_t width, const ForwardContext& user, int device)
       : size(size),
+        device(device),
         layout(size, width),
         ctx(Device::cuda(device), user.overrides(), stream.get()),
         memory(new cuda::GraphMemoryPool(device)) {
@@ -72,15 +73,20 @@ struct DecodeGraphs::Graph {
     batch.metadata.slot_mapping = view_at(inputs, layout.slots, {size}, DType::kI64);
   }
   ~Graph() {
-    // A replay may still run: its memory goes back to the caching allocator only after it.
-    stream_synchronize(last_launch);
-    stream_synchronize(stream.get());
+    // A replay may still run: its memory goes back to the caching allocator only after it. (The
+    // whole device: the stream of the last replay may be gone; an error left by other work must
+    // not escape a destructor.)
+    try {
+      device_synchronize(device);
+    } catch (const Error&) {
+    }
     logits = Tensor();
     graph = cuda::CapturedGraph();
     cuda::GraphMemoryPool::retire(memory);
   }
 
   int64_t size;
+  int device;
   InputLayout layout;
   cuda::OwnedStream stream;  // the capture's (and the warm-up's)
   ForwardContext ctx;        // on `stream`; its workspace is the graph's scratch alone
@@ -89,7 +95,6 @@ struct DecodeGraphs::Graph {
   ForwardBatch batch;   // padded to `size` rows
   Tensor logits;        // [size, vocab], written by every replay
   cuda::CapturedGraph graph;
-  Stream last_launch;
 };
 
 DecodeGraphs::DecodeGraphs(const DecoderModel& model, const KvCachePool& pool, int64_t max_batch, int64_t table_width)
@@ -154,9 +159,19 @@ Tensor DecodeGraphs::run(const ForwardContext& ctx, const ForwardBatch& batch) {
     g.inputs.copy_(host, ctx.stream());
   }
   g.graph.launch(ctx.stream());
-  g.last_launch = ctx.stream();
   return g.logits.narrow(0, 0, rows);
 }
+
+}  // namespace fp8kit::runner
+
+#else  // FP8KIT_WITH_CUDA
+
+namespace fp8kit::runner {
+
+// Without CUDA the engine never makes DecodeGraphs (engine.cpp); its std::unique_ptr still needs
+// the destructor.
+struct DecodeGraphs::Graph {};
+DecodeGraphs::~DecodeGraphs() = default;
 
 }  // namespace fp8kit::runner
 

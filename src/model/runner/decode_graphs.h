@@ -8,7 +8,8 @@
 // forward (a GraphMemoryPool) and the input buffers a step's batch is copied into. Padding rows
 // are sequences with no query and no keys, and negative slots, so they write nothing and read
 // nothing. The attention is planned for a block table as wide as the model's longest sequence,
-// so one graph serves every context length. Only built with CUDA.
+// so one graph serves every context length. Only built with CUDA (without it, the engine makes
+// none).
 // Tested by tests/gpu/test_decode_graphs_cuda.cpp.
 #pragma once
 

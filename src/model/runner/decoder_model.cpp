@@ -61,4 +61,27 @@ DecoderModel::DecoderModel(const std::string& dir, const LoadOptions& options) {
   }
 }
 
+namespace {
+
+Tensor to_device(const Tensor& t, const ForwardContext& ctx) {
+  if (!t.defined()) return t;
+  Tensor d = Tensor::empty(t.shape(), t.dtype(), ctx.device());
+  d.copy_(t, ctx.stream());
+  return d;
+}
+
+}  // namespace
+
+ForwardBatch to_device(const ForwardBatch& b, const ForwardContext& ctx) {
+  ForwardBatch d;
+  d.token_ids = to_device(b.token_ids, ctx);
+  d.positions = to_device(b.positions, ctx);
+  d.metadata.query_start_loc = to_device(b.metadata.query_start_loc, ctx);
+  d.metadata.seq_lens = to_device(b.metadata.seq_lens, ctx);
+  d.metadata.block_table = to_device(b.metadata.block_table, ctx);
+  d.metadata.slot_mapping = to_device(b.metadata.slot_mapping, ctx);
+  d.logit_rows = to_device(b.logit_rows, ctx);
+  return d;
+}
+
 }  // namespace fp8kit::runner

@@ -27,6 +27,11 @@ struct ForwardBatch {
   Tensor logit_rows;
 };
 
+// `batch` (on the host) on ctx's device, queued on its stream; the copies from host memory have
+// completed when it returns. The engine uploads a step's batch before any kernel of the step
+// (the stream is idle then: the previous step ended reading its results).
+ForwardBatch to_device(const ForwardBatch& batch, const ForwardContext& ctx);
+
 class DecoderModel {
  public:
   DecoderModel(const std::string& model_dir, const LoadOptions& options);

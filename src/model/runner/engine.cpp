@@ -72,25 +72,6 @@ void check_sampling(int64_t id, const ops::SamplingParams& s) {
   FP8KIT_CHECK_ARG(s.min_p >= 0 && s.min_p <= 1, "request {}: min_p must be in [0, 1], got {}", id, s.min_p);
 }
 
-// The step's batch on the context's device, queued on its stream before any kernel of the step
-// (the stream is idle then: the previous step ended reading its logits).
-Tensor upload(const Tensor& t, const ForwardContext& ctx) {
-  if (!t.defined()) return t;
-  Tensor d = Tensor::empty(t.shape(), t.dtype(), ctx.device());
-  d.copy_(t, ctx.stream());
-  return d;
-}
-ForwardBatch upload(const ForwardBatch& b, const ForwardContext& ctx) {
-  ForwardBatch d;
-  d.token_ids = upload(b.token_ids, ctx);
-  d.positions = upload(b.positions, ctx);
-  d.metadata.query_start_loc = upload(b.metadata.query_start_loc, ctx);
-  d.metadata.seq_lens = upload(b.metadata.seq_lens, ctx);
-  d.metadata.block_table = upload(b.metadata.block_table, ctx);
-  d.metadata.slot_mapping = upload(b.metadata.slot_mapping, ctx);
-  d.logit_rows = upload(b.logit_rows, ctx);
-  return d;
-}
 Tensor download(const Tensor& t, const ForwardContext& ctx) {
   Tensor h = Tensor::empty(t.shape(), t.dtype(), Device::cpu());
   h.copy_(t, ctx.stream());  // complete when it returns
@@ -175,6 +156,7 @@ StepOutput EngineImpl::step(const ForwardContext& ctx) {
   out.num_decode_tokens = plan.num_decode_tokens;
   const bool on_device = ctx.device().is_cuda();
   Tensor logits;  // [rows, vocab]
+#if FP8KIT_WITH_CUDA
   if (graphs != nullptr && on_device && plan.num_prefill_tokens == 0 && graphs->serves(plan.batch)) {
     try {
       logits = graphs->run(ctx, plan.batch);
@@ -185,7 +167,8 @@ StepOutput EngineImpl::step(const ForwardContext& ctx) {
       graphs.reset();
     }
   }
-  if (!logits.defined()) logits = model.forward(ctx, on_device ? upload(plan.batch, ctx) : plan.batch, *pool);
+#endif
+  if (!logits.defined()) logits = model.forward(ctx, on_device ? to_device(plan.batch, ctx) : plan.batch, *pool);
 
   std::vector<int64_t> rows;
   std::vector<ops::SamplingParams> params;

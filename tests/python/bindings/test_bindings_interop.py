@@ -162,14 +162,14 @@ def test_dtype_names():
 
 def test_the_gil_is_released_while_an_op_runs():
     one = np.ones(1, np.float32)
-    w = np.ones((256, 4096), E4M3)
+    w = np.ones((1024, 4096), E4M3)
     m = 16
-    while True:  # a GEMM that takes at least 0.3 s here (the output stays small as M grows)
+    while True:  # a GEMM that takes at least 0.3 s here (2 cores: ~140 GFLOP at M = 16384)
         a = np.ones((m, 4096), E4M3)
         start = time.perf_counter()
         fp8kit.scaled_mm(a, w.T, one, one, "f32")
         alone = time.perf_counter() - start
-        if alone >= 0.3 or m >= 16384:
+        if alone >= 0.3 or m >= 65536:
             break
         m *= 2
     span = {}
