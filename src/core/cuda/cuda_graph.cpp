@@ -2,7 +2,6 @@
 
 #include <cuda_runtime.h>
 
-#include <exception>
 #include <utility>
 
 #include "core/check.h"
@@ -91,12 +90,6 @@ CapturedGraph CapturedGraph::capture(Stream stream, int device, GraphMemoryPool&
 void CapturedGraph::launch(Stream stream) const {
   FP8KIT_CHECK(exec_ != nullptr, ErrorCode::kInternal, "launch of an empty CUDA graph");
   FP8KIT_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), to_cuda(stream)));
-}
-
-size_t CapturedGraph::num_nodes() const {
-  size_t n = 0;
-  if (graph_ != nullptr) FP8KIT_CUDA_CHECK(cudaGraphGetNodes(static_cast<cudaGraph_t>(graph_), nullptr, &n));
-  return n;
 }
 
 }  // namespace fp8kit::cuda

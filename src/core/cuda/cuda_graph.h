@@ -43,10 +43,8 @@ class CapturedGraph {
   // error rethrown (kCuda, naming the failure); nothing is left capturing.
   static CapturedGraph capture(Stream stream, int device, GraphMemoryPool& pool, const std::function<void()>& record);
 
-  bool valid() const { return exec_ != nullptr; }
   // Queues one replay on `stream` (any stream of the graph's device).
   void launch(Stream stream) const;
-  size_t num_nodes() const;
 
  private:
   void reset();

@@ -32,7 +32,6 @@ void* GraphMemoryPool::allocate(size_t nbytes) {
   } else {
     RelaxedCaptureMode relaxed;
     ptr = caching_allocator(device_).allocate(size);
-    reserved_ += size;
   }
   ++outstanding_;
   return ptr;
@@ -50,15 +49,9 @@ void GraphMemoryPool::deallocate(void* ptr, size_t nbytes) {
       return;
     }
     caching_allocator(device_).deallocate(ptr, size);
-    reserved_ -= size;
     last = outstanding_ == 0;
   }
   if (last) delete this;
-}
-
-size_t GraphMemoryPool::reserved_bytes() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return reserved_;
 }
 
 void GraphMemoryPool::retire(GraphMemoryPool* pool) {
@@ -67,10 +60,7 @@ void GraphMemoryPool::retire(GraphMemoryPool* pool) {
   {
     std::lock_guard<std::mutex> lock(pool->mutex_);
     pool->retired_ = true;
-    for (auto& [size, ptr] : pool->free_blocks_) {
-      caching_allocator(pool->device_).deallocate(ptr, size);
-      pool->reserved_ -= size;
-    }
+    for (auto& [size, ptr] : pool->free_blocks_) caching_allocator(pool->device_).deallocate(ptr, size);
     pool->free_blocks_.clear();
     empty = pool->outstanding_ == 0;
   }

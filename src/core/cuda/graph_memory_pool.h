@@ -26,9 +26,6 @@ class GraphMemoryPool final : public Allocator {
   void* allocate(size_t nbytes) override;
   void deallocate(void* ptr, size_t nbytes) override;
 
-  // Bytes the pool holds (in use or free for its graphs).
-  size_t reserved_bytes();
-
   // The graphs that used `pool` are gone: its free blocks return to the caching allocator now,
   // the blocks tensors still hold when they are freed, and the pool deletes itself after the last.
   static void retire(GraphMemoryPool* pool);
@@ -39,7 +36,7 @@ class GraphMemoryPool final : public Allocator {
   int device_;
   std::mutex mutex_;
   std::multimap<size_t, void*> free_blocks_;  // rounded size -> block
-  size_t reserved_ = 0, outstanding_ = 0;
+  size_t outstanding_ = 0;  // blocks tensors hold
   bool retired_ = false;
 };
 

@@ -122,44 +122,43 @@ bool DecodeGraphs::serves(const ForwardBatch& b) const {
          b.metadata.block_table.size(1) <= table_width_;
 }
 
-DecodeGraphs::Graph& DecodeGraphs::graph_for(int64_t size, const ForwardContext& ctx, const ForwardBatch& batch) {
-  if (auto it = graphs_.find(size); it != graphs_.end()) return *it->second;
-  const int device = ctx.device().index;
-  auto g = std::make_unique<Graph>(size, table_width_, ctx, device);
+void DecodeGraphs::capture(Graph& g, const ForwardContext& ctx) const {
+  // The warm-up reads the cache as the user's stream left it (and the inputs it uploaded); it
+  // loads the kernels, makes the plans, and sizes the graph's workspace and memory pool, so the
+  // capture allocates nothing new.
+  cuda::stream_wait(g.stream.get(), ctx.stream());
   {
-    Tensor host = Tensor::empty({g->layout.bytes}, DType::kU8);
-    fill_inputs(static_cast<uint8_t*>(host.data_ptr()), g->layout, size, table_width_, batch);
-    g->inputs.copy_(host, ctx.stream());
+    ThreadAllocatorScope allocations(Device::cuda(g.device), g.memory);
+    const Tensor warm_up = model_.forward(g.ctx, g.batch, pool_);
   }
-  // The warm-up reads the cache as the user's stream left it; it loads the kernels, makes the
-  // plans, and sizes the graph's workspace and memory pool, so the capture allocates nothing new.
-  cuda::stream_wait(g->stream.get(), ctx.stream());
-  {
-    ThreadAllocatorScope allocations(Device::cuda(device), g->memory);
-    const Tensor warm_up = model_.forward(g->ctx, g->batch, pool_);
-  }
-  g->ctx.workspace().reset();
-  g->ctx.workspace().freeze(true);  // nothing but this graph ever uses it: it must not move
-  Graph& graph = *g;
-  graph.graph = cuda::CapturedGraph::capture(graph.stream.get(), device, *graph.memory,
-                                             [&] { graph.logits = model_.forward(graph.ctx, graph.batch, pool_); });
+  g.ctx.workspace().reset();
+  g.ctx.workspace().freeze(true);  // nothing but this graph ever uses it: it must not move
+  g.graph = cuda::CapturedGraph::capture(g.stream.get(), g.device, *g.memory,
+                                         [&] { g.logits = model_.forward(g.ctx, g.batch, pool_); });
   // The warm-up wrote this step's K/V: the replay after it writes the same values.
-  cuda::stream_wait(ctx.stream(), graph.stream.get());
-  return *graphs_.emplace(size, std::move(g)).first->second;
+  cuda::stream_wait(ctx.stream(), g.stream.get());
 }
 
 Tensor DecodeGraphs::run(const ForwardContext& ctx, const ForwardBatch& batch) {
   FP8KIT_CHECK(ctx.device().is_cuda() && serves(batch), ErrorCode::kInternal, "decode graphs: a batch they do not serve");
   const int64_t rows = batch.token_ids.numel(), size = padded_size(rows, max_batch_);
-  const bool new_size = graphs_.find(size) == graphs_.end();
-  Graph& g = graph_for(size, ctx, batch);
-  if (!new_size) {
-    Tensor host = Tensor::empty({g.layout.bytes}, DType::kU8);
-    fill_inputs(static_cast<uint8_t*>(host.data_ptr()), g.layout, size, table_width_, batch);
-    g.inputs.copy_(host, ctx.stream());
+  std::unique_ptr<Graph> fresh;  // kept only once its capture succeeded
+  Graph* g = nullptr;
+  if (auto it = graphs_.find(size); it != graphs_.end()) {
+    g = it->second.get();
+  } else {
+    fresh = std::make_unique<Graph>(size, table_width_, ctx, ctx.device().index);
+    g = fresh.get();
   }
-  g.graph.launch(ctx.stream());
-  return g.logits.narrow(0, 0, rows);
+  Tensor host = Tensor::empty({g->layout.bytes}, DType::kU8);
+  fill_inputs(static_cast<uint8_t*>(host.data_ptr()), g->layout, size, table_width_, batch);
+  g->inputs.copy_(host, ctx.stream());
+  if (fresh != nullptr) {
+    capture(*fresh, ctx);
+    graphs_.emplace(size, std::move(fresh));
+  }
+  g->graph.launch(ctx.stream());
+  return g->logits.narrow(0, 0, rows);
 }
 
 }  // namespace fp8kit::runner

@@ -50,7 +50,7 @@ class DecodeGraphs {
 
  private:
   struct Graph;
-  Graph& graph_for(int64_t size, const ForwardContext& ctx, const ForwardBatch& batch);
+  void capture(Graph& graph, const ForwardContext& ctx) const;  // warm-up, then the capture
 
   const DecoderModel& model_;
   const KvCachePool& pool_;

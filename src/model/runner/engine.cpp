@@ -193,18 +193,18 @@ StepOutput EngineImpl::step(const ForwardContext& ctx) {
     const ops::SamplingResult d = ops::sample(ctx, logits, params);
     sampled.token_ids = download(d.token_ids, ctx);
     sampled.logprobs = download(d.logprobs, ctx);
-    rows.clear();
-  }
-  std::optional<ForwardContext> host_ctx;
-  if (on_device && !device_sampling) {
-    logits = download(logits, ctx);
-    host_ctx.emplace(Device::cpu(), ctx.overrides());
-  }
-  const ForwardContext& sample_ctx = host_ctx ? *host_ctx : ctx;
-  if (!rows.empty()) {
-    const bool all_rows = int64_t(rows.size()) == logits.size(0);  // then rows is 0, 1, ...
-    const Tensor picked = all_rows ? logits : ops::embedding(sample_ctx, Tensor::from_vector(rows), logits);
-    sampled = ops::sample(sample_ctx, picked, params);
+  } else {
+    std::optional<ForwardContext> host_ctx;
+    if (on_device) {
+      logits = download(logits, ctx);
+      host_ctx.emplace(Device::cpu(), ctx.overrides());
+    }
+    const ForwardContext& sample_ctx = host_ctx ? *host_ctx : ctx;
+    if (!rows.empty()) {
+      const bool all_rows = int64_t(rows.size()) == logits.size(0);  // then rows is 0, 1, ...
+      const Tensor picked = all_rows ? logits : ops::embedding(sample_ctx, Tensor::from_vector(rows), logits);
+      sampled = ops::sample(sample_ctx, picked, params);
+    }
   }
 
   size_t k = 0;

@@ -64,6 +64,7 @@ void check_faults(const Tensor& faults) {
 // faults are read back before it returns (the one wait), so bad logits raise here as on the host.
 SamplingResult sample_cuda(const ForwardContext& ctx, const Tensor& logits, const std::vector<SamplingParams>& params,
                            const SamplingOptions& options) {
+  require_backend(kOp, logits.device());
   for (size_t r = 0; r < params.size(); ++r) {
     FP8KIT_CHECK(params[r].temperature < kSamplingEps, ErrorCode::kUnsupported,
                  "{}: on CUDA only greedy rows are sampled (row {} has temperature {}); sample that row on the host",
