@@ -64,7 +64,6 @@ void check_faults(const Tensor& faults) {
 // faults are read back before it returns (the one wait), so bad logits raise here as on the host.
 SamplingResult sample_cuda(const ForwardContext& ctx, const Tensor& logits, const std::vector<SamplingParams>& params,
                            const SamplingOptions& options) {
-  require_backend(kOp, logits.device());
   for (size_t r = 0; r < params.size(); ++r) {
     FP8KIT_CHECK(params[r].temperature < kSamplingEps, ErrorCode::kUnsupported,
                  "{}: on CUDA only greedy rows are sampled (row {} has temperature {}); sample that row on the host",
@@ -72,6 +71,7 @@ SamplingResult sample_cuda(const ForwardContext& ctx, const Tensor& logits, cons
   }
   FP8KIT_CHECK(options.num_logprobs == 0, ErrorCode::kUnsupported,
                "{}: top logprobs on CUDA are not supported; ask for them on the host", kOp);
+  require_backend(kOp, logits.device());  // after the checks of the arguments, as route() is
   const int64_t num_seqs = logits.size(0);
   const Device device = logits.device();
   SamplingResult res;
