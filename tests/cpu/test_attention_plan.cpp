@@ -46,12 +46,21 @@ TEST(AttentionPlan, DecodeOfOneSequenceSplitsTheContext) {
   EXPECT_EQ(p.partial_ml_offset, 512 + 16 * 32 * 128 * 4);
   EXPECT_EQ(p.scratch_bytes, 512 + 16 * 32 * 128 * 4 + 16 * 32 * 2 * 4);
   EXPECT_NE(p.reason.find("16 split(s)"), std::string::npos) << p.reason;
+  // Its 16-row items of head size 128 run the decode kernel (attention_mma_decode.cuh).
+  EXPECT_EQ(p.reason.rfind("mma decode, 16-row items", 0), 0u) << p.reason;
+  EXPECT_EQ(attention_mma_shared_bytes(128, 1), attention_mma_decode_shared_bytes(128));
+  EXPECT_EQ(attention_mma_shared_bytes(256, 1), attention_mma_tile_shared_bytes(256, 1));
 }
 
 TEST(AttentionPlan, SplitsShrinkAsTheGridFills) {
-  EXPECT_EQ(plan_paged_attention(llama(8, 8, 16384), {}).splits, 5);  // 64 blocks: ceil(264 / 64)
-  EXPECT_EQ(plan_paged_attention(llama(32, 32, 4096), {}).splits, 2);  // 256 blocks
-  EXPECT_EQ(plan_paged_attention(llama(64, 64, 4096), {}).splits, 1);  // 512 blocks fill the GPU
+  // 264 slots (two blocks an SM): 64 blocks split 4 ways fill one wave (5 would take two, 33 one
+  // wave of splits too short for their fixed cost).
+  EXPECT_EQ(plan_paged_attention(llama(8, 8, 16384), {}).splits, 4);
+  EXPECT_EQ(plan_paged_attention(llama(16, 16, 8192), {}).splits, 2);  // 128 blocks
+  EXPECT_EQ(plan_paged_attention(llama(32, 32, 4096), {}).splits, 1);  // 256 blocks: one wave already
+  EXPECT_EQ(plan_paged_attention(llama(64, 64, 4096), {}).splits, 1);  // 512 blocks: two full waves
+  EXPECT_EQ(plan_paged_attention(llama(40, 40, 4096), {}).splits, 4);  // 320: 1280 blocks fill 5 waves
+  EXPECT_EQ(plan_paged_attention(llama(1, 1, 16384), {}).splits, 33);  // 8 blocks: one wave of 264
   EXPECT_EQ(plan_paged_attention(llama(1, 1, 300), {}).splits, 2);     // 300 keys: two splits at most
   EXPECT_EQ(plan_paged_attention(llama(1, 1, 16), {}).splits, 1);
   const PagedAttentionPlan p = plan_paged_attention(llama(32, 32, 4096), {});

@@ -43,6 +43,8 @@ TEST(TensorCuda, StridedViewsCopyOnEverySide) {
 }
 
 TEST(TensorCuda, FillBytesAndAllocatorReuse) {
+  // Blocks of this size that earlier tests left cached would come back first.
+  cuda_empty_cache(0);
   const CudaMemoryStats before = cuda_memory_stats(0);
   void* first = nullptr;
   {

@@ -118,6 +118,20 @@ __device__ __forceinline__ KeyRange split_keys(const KeyRange& all, int split, i
   return {first, last};
 }
 
+// Key positions over the block size: a shift and a mask for a power of two (every engine's block
+// size), a 32-bit division otherwise (positions are below 2^31: seq_lens are int32). A 64-bit
+// division per key costs more than the tensor-core math of its tile.
+struct BlockDivider {
+  int bs, shift;
+  bool pow2;
+  __device__ explicit BlockDivider(int64_t block_size)
+      : bs(int(block_size)), shift(0), pow2((int(block_size) & (int(block_size) - 1)) == 0) {
+    while (shift < 30 && (1 << shift) < bs) ++shift;
+  }
+  __device__ __forceinline__ int block(int j) const { return pow2 ? j >> shift : j / bs; }
+  __device__ __forceinline__ int slot(int j) const { return pow2 ? j & (bs - 1) : j % bs; }
+};
+
 // Element offset of key/value `j` of KV head `kvh` (which = 0: K, 1: V), or -1 when its block
 // id is outside the cache.
 __device__ __forceinline__ int64_t cache_offset(const AttnParams& p, const Item& it, int which, int64_t j,

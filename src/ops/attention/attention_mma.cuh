@@ -5,7 +5,9 @@
 // S = Q K^T and O += P V on tensor cores, the online softmax in f32 registers (base 2).
 // Two shapes (attention_plan.h): prefill, 4 warps x 16 rows, each warp all 64 keys of a tile;
 // decode, 1 x 16 rows, each of the 4 warps 16 keys of every tile with its own softmax state,
-// merged through shared memory at the end. Split items write f32 partials (attention_common.cuh).
+// merged through shared memory at the end (head size 256 only: smaller heads' 16-row items run
+// the streaming decode kernel, attention_mma_decode.cuh). Split items write f32 partials
+// (attention_common.cuh).
 //
 // Numerics against the reference (attention_ref.cpp, kDequantize): q and the raw cache values are
 // exact in the 16-bit operands; the logit is f32(q . raw) * (scale * k_scale * log2 e), the
@@ -154,6 +156,94 @@ __device__ __forceinline__ uint32_t widen_fp8x2(uint32_t pair, bool e5m2) {
 #endif
 }
 
+// The base-2 logit of a raw dot (s = capped(raw * scale * k_scale) * log2 e), -inf where the
+// row does not see the key.
+__device__ __forceinline__ float masked_logit(float raw, bool ok, float softcap, float logit_scale,
+                                              float base2_scale) {
+  float x;
+  if (softcap > 0.0f) {
+    x = __fmul_rn(capped(__fmul_rn(raw, logit_scale), softcap), kLog2e);
+  } else {
+    x = __fmul_rn(raw, base2_scale);
+  }
+  return ok ? x : kNegInf;
+}
+
+// One tile of the online softmax for a lane's two rows (g and g + 8 of its 16), s the tile's
+// masked base-2 logits and tile_max this lane's maxima of them: the running max m and sum l
+// (this lane's share) and the accumulators rescaled, and P^ = 16-bit P as the A operand of P V
+// (l sums the rounded values).
+template <typename Tag, int kNt, int kDt>
+__device__ __forceinline__ void softmax_tile(const float (&s)[kNt][4], float (&tile_max)[2], float (&m)[2],
+                                             float (&l)[2], float (&acc)[kDt][4], uint32_t (&pa)[kNt][2]) {
+  float corr[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+    tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+    const float m_new = nan_max(m[h], tile_max[h]);
+    corr[h] = m_new == kNegInf ? 1.0f : exp2f(m[h] - m_new);
+    m[h] = m_new;
+    l[h] = __fmul_rn(l[h], corr[h]);
+  }
+#pragma unroll
+  for (int n = 0; n < kDt; ++n) {
+    acc[n][0] = __fmul_rn(acc[n][0], corr[0]), acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
+    acc[n][2] = __fmul_rn(acc[n][2], corr[1]), acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+  }
+#pragma unroll
+  for (int n = 0; n < kNt; ++n) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float x0 = s[n][2 * h], x1 = s[n][2 * h + 1];
+      const float p0 = (x0 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x0 - m[h]);
+      const float p1 = (x1 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x1 - m[h]);
+      pa[n][h] = pack2<Tag>(p0, p1);
+      const float2 r = unpack2<Tag>(pa[n][h]);
+      l[h] = __fadd_rn(l[h], __fadd_rn(r.x, r.y));
+    }
+  }
+}
+
+// Writes element d of output row `row` (t * H + h) from its merged state (m, l, unnormalized acc
+// a): the f32 partials of split blockIdx.z, or the normalized output.
+template <typename T, int kD>
+__device__ __forceinline__ void emit_output(const AttnParams& p, int64_t row, int d, float m_r, float l_r, float a,
+                                            float v_scale) {
+  const int64_t all_rows = p.num_tokens * p.num_heads;
+  if (p.splits > 1) {
+    p.partial_acc[(int64_t(blockIdx.z) * all_rows + row) * kD + d] = __fmul_rn(a, v_scale);
+    if (d == 0) {
+      p.partial_ml[(int64_t(blockIdx.z) * all_rows + row) * 2] = m_r;
+      p.partial_ml[(int64_t(blockIdx.z) * all_rows + row) * 2 + 1] = l_r;
+    }
+  } else {
+    const float o = l_r == 0.0f ? 0.0f : __fdiv_rn(__fmul_rn(a, v_scale), l_r);
+    static_cast<T*>(p.out)[row * kD + d] = elements::narrow<T>(o);
+  }
+}
+
+// The merge of 4 warps' softmax states of row r (merge_ml: [warp][16][m, l]): the merged max and
+// sum, and each warp's factor for its accumulators (seen: the warp saw a key of the row).
+struct MergedRow {
+  float m, l, f[4];
+  bool seen[4];
+};
+__device__ __forceinline__ MergedRow merge_four_warps(const float* merge_ml, int r) {
+  MergedRow out{kNegInf, 0.0f, {0.0f, 0.0f, 0.0f, 0.0f}, {false, false, false, false}};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) out.m = nan_max(out.m, merge_ml[(w * 16 + r) * 2]);
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const float mw = merge_ml[(w * 16 + r) * 2];
+    if (mw == kNegInf) continue;
+    out.seen[w] = true;
+    out.f[w] = exp2f(mw - out.m);
+    out.l = __fadd_rn(out.l, __fmul_rn(merge_ml[(w * 16 + r) * 2 + 1], out.f[w]));
+  }
+  return out;
+}
+
 // ---- the kernel ----------------------------------------------------------------------------------
 
 template <int kD>
@@ -227,15 +317,24 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
   constexpr int kChunksPerKey = kFp8 ? kD / 16 : kD / 8;
   constexpr int kChunks = kTileKeys * kChunksPerKey / kThreads;  // per thread, per tensor
   uint4 raw[2][kFp8 ? kChunks : 1];
+  const BlockDivider div(p.block_size);
   auto issue_tile = [&](int64_t tile0, int stage) {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int chunk = tid + i * kThreads;
       const int key = chunk / kChunksPerKey, col = (chunk % kChunksPerKey) * (kFp8 ? 16 : 8);
       const int64_t j = tile0 + key;
+      // The key's block, read once for K and V.
+      int64_t block = -1;
+      if (j <= keys.last) {
+        block = __ldg(it.table + div.block(int(j)));
+        if (block >= p.num_blocks) block = -1;
+      }
+      const int64_t slot = div.slot(int(j));
 #pragma unroll
       for (int which = 0; which < 2; ++which) {
-        const int64_t at = j <= keys.last ? cache_offset(p, it, which, j, kvh) : -1;
+        const int64_t at =
+            block >= 0 ? block * p.block_stride[which] + slot * p.page_stride[which] + kvh * p.head_stride[which] : -1;
         if (which == 0 && col == 0) flags_s[stage * kTileKeys + key] = at >= 0;
         if constexpr (kFp8) {
           raw[which][i] = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.cache[which]) + at + col))
@@ -317,45 +416,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
         const int key = wn * kWarpKeys + n * 8 + 2 * c + (e % 2);
         const int64_t j = tile0 + key;
         const bool ok = flags_s[stage * kTileKeys + key] != 0 && j >= seen[h].first && j <= seen[h].last;
-        float x;
-        if (p.softcap > 0.0f) {
-          x = __fmul_rn(capped(__fmul_rn(s[n][e], logit_scale), p.softcap), kLog2e);
-        } else {
-          x = __fmul_rn(s[n][e], base2_scale);
-        }
-        s[n][e] = ok ? x : kNegInf;
+        s[n][e] = masked_logit(s[n][e], ok, p.softcap, logit_scale, base2_scale);
         tile_max[h] = nan_max(tile_max[h], s[n][e]);
       }
     }
-    float corr[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-      tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      const float m_new = nan_max(m[h], tile_max[h]);
-      corr[h] = m_new == kNegInf ? 1.0f : exp2f(m[h] - m_new);
-      m[h] = m_new;
-      l[h] = __fmul_rn(l[h], corr[h]);
-    }
-#pragma unroll
-    for (int n = 0; n < kDt; ++n) {
-      acc[n][0] = __fmul_rn(acc[n][0], corr[0]), acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
-      acc[n][2] = __fmul_rn(acc[n][2], corr[1]), acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
-    }
-    // P^ = 16-bit P (the A operand of P V); l sums the rounded values.
     uint32_t pa[kNt][2];
-#pragma unroll
-    for (int n = 0; n < kNt; ++n) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float x0 = s[n][2 * h], x1 = s[n][2 * h + 1];
-        const float p0 = (x0 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x0 - m[h]);
-        const float p1 = (x1 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x1 - m[h]);
-        pa[n][h] = pack2<Tag>(p0, p1);
-        const float2 r = unpack2<Tag>(pa[n][h]);
-        l[h] = __fadd_rn(l[h], __fadd_rn(r.x, r.y));
-      }
-    }
+    softmax_tile<Tag>(s, tile_max, m, l, acc, pa);
     // O += P^ V.
 #pragma unroll
     for (int kk = 0; kk < kWarpKeys / 16; ++kk) {
@@ -389,21 +455,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
     l[h] = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 1));
     l[h] = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 2));
   }
-  const int64_t all_rows = p.num_tokens * p.num_heads;
   // Writes row r (of the item) element d from the merged state (m, l, unnormalized acc).
   auto emit = [&](int r, int d, float m_r, float l_r, float a) {
-    if (r >= it.rows) return;
-    const int64_t row = out_row(p, it, r, kvh);
-    if (p.splits > 1) {
-      p.partial_acc[(int64_t(blockIdx.z) * all_rows + row) * kD + d] = __fmul_rn(a, v_scale);
-      if (d == 0) {
-        p.partial_ml[(int64_t(blockIdx.z) * all_rows + row) * 2] = m_r;
-        p.partial_ml[(int64_t(blockIdx.z) * all_rows + row) * 2 + 1] = l_r;
-      }
-    } else {
-      const float o = l_r == 0.0f ? 0.0f : __fdiv_rn(__fmul_rn(a, v_scale), l_r);
-      static_cast<T*>(p.out)[row * kD + d] = elements::narrow<T>(o);
-    }
+    if (r < it.rows) emit_output<T, kD>(p, out_row(p, it, r, kvh), d, m_r, l_r, a, v_scale);
   };
   if constexpr (kWarpsN == 1) {
 #pragma unroll
@@ -435,19 +489,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
     __syncthreads();
     for (int i = tid; i < 16 * kD; i += kThreads) {
       const int r = i / kD, d = i % kD;
-      float mr = kNegInf;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) mr = nan_max(mr, merge_ml[(w * 16 + r) * 2]);
-      float lr = 0.0f, a = 0.0f;
+      const MergedRow mg = merge_four_warps(merge_ml, r);
+      float a = 0.0f;
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
-        const float mw = merge_ml[(w * 16 + r) * 2];
-        if (mw == kNegInf) continue;
-        const float f = exp2f(mw - mr);
-        lr = __fadd_rn(lr, __fmul_rn(merge_ml[(w * 16 + r) * 2 + 1], f));
-        a = __fadd_rn(a, __fmul_rn(merge_acc[(w * 16 + r) * kD + d], f));
+        if (mg.seen[w]) a = __fadd_rn(a, __fmul_rn(merge_acc[(w * 16 + r) * kD + d], mg.f[w]));
       }
-      emit(r, d, mr, lr, a);
+      emit(r, d, mg.m, mg.l, a);
     }
   }
 }
@@ -455,31 +503,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
 template <typename Tag, int kD, bool kFp8, int kWarpsM>
 void launch_instance(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
   constexpr auto kernel = paged_attention_mma_kernel<Tag, kD, kFp8, kWarpsM>;
-  constexpr size_t smem = attention_mma_shared_bytes(kD, kWarpsM);
+  constexpr size_t smem = attention_mma_tile_shared_bytes(kD, kWarpsM);
   cuda::allow_dynamic_smem<kernel>(int(smem));
   const dim3 grid(unsigned(l.items_bound), unsigned(p.num_kv_heads), unsigned(p.splits));
   cuda::launch_pdl(kernel, grid, kThreads, smem, stream, p, l.cache_dtype == KvCacheDtype::kFp8E5M2, l.q_vector);
   FP8KIT_CHECK_LAUNCH(stream, "paged_attention_mma_kernel");
-}
-
-// The instances of one head size: query dtype x cache kind x shape.
-template <int kD>
-void launch_head_size(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
-  const bool fp8 = l.cache_dtype != KvCacheDtype::kAuto;
-  auto with_tag = [&](auto tag) {
-    using Tag = decltype(tag);
-    if (fp8) {
-      return l.warps_m == 4 ? launch_instance<Tag, kD, true, 4>(p, l, stream)
-                            : launch_instance<Tag, kD, true, 1>(p, l, stream);
-    }
-    return l.warps_m == 4 ? launch_instance<Tag, kD, false, 4>(p, l, stream)
-                          : launch_instance<Tag, kD, false, 1>(p, l, stream);
-  };
-  if (l.dtype == DType::kBF16) {
-    with_tag(Bf16{});
-  } else {
-    with_tag(F16{});
-  }
 }
 
 }  // namespace fp8kit::ops::attention_kernels::mma

@@ -1,7 +1,7 @@
-// The tensor-core paged-attention kernels of head size 64 (attention_mma.cuh): bf16 and f16 queries,
+// The tensor-core paged-attention kernels of head size 64 (attention_mma_instances.cuh): bf16 and f16 queries,
 // FP8 and 16-bit caches, the prefill and the decode shape. One file per head size, so that the
 // instances compile in parallel. Tests: tests/gpu/test_attention_cuda.cpp.
-#include "ops/attention/attention_mma.cuh"
+#include "ops/attention/attention_mma_instances.cuh"
 
 namespace fp8kit::ops::attention_kernels {
 

@@ -1,4 +1,4 @@
-// The shared memory of the tensor-core attention kernel (attention_mma.cuh) as a function of the
+// The shared memory of the tensor-core attention kernels (attention_mma.cuh, attention_mma_decode.cuh) as a function of the
 // head size and the shape, for the kernel's launch and for the plan (attention_plan.cpp), which
 // must not pick a shape the device cannot hold (sm_89 has 99 KiB a block).
 #pragma once
@@ -10,17 +10,46 @@ namespace fp8kit::ops {
 
 inline constexpr int kAttentionMmaTileKeys = 64;
 
+// The decode kernel (attention_mma_decode.cuh) serves 16-row items up to this head size.
+inline constexpr int64_t kAttentionMmaDecodeMaxHeadSize = 128;
+inline constexpr int kAttentionMmaDecodeWarps = 4;
+inline constexpr int kAttentionMmaDecodeTableSlots = 512;
+
+// The decode kernel's merge buffer: a row holds a lane's 8 shares of D / 8 values at a stride of
+// D / 8 + 4 floats, and the row stride is 1 modulo 32 banks, so the 32 lanes' stores of one value
+// each land in 32 different banks.
+constexpr int64_t attention_mma_decode_merge_share(int64_t head_size) { return head_size / 8 + 4; }
+constexpr int64_t attention_mma_decode_merge_row(int64_t head_size) {
+  return 8 * attention_mma_decode_merge_share(head_size) + 1;
+}
+
+// The decode kernel's shared memory: q [16][D + 8] 16-bit, the block-table chunk, the 4 warps'
+// merge states.
+constexpr size_t attention_mma_decode_shared_bytes(int64_t head_size) {
+  return size_t(16) * size_t(head_size + 8) * 2 + size_t(kAttentionMmaDecodeTableSlots) * 4 +
+         size_t(kAttentionMmaDecodeWarps) * 16 * size_t(attention_mma_decode_merge_row(head_size)) * 4 +
+         size_t(kAttentionMmaDecodeWarps) * 16 * 2 * 4;
+}
+
 constexpr int attention_mma_stages(int64_t head_size) { return head_size >= 256 ? 1 : 2; }
 
-// Q [16 * warps_m][D + 8] and stages x (K, V) [64][D + 8] of 16-bit values, the stages' key flags,
-// and (warps_m 1) the merge buffer of 4 warps' states, which reuses the tiles.
-constexpr size_t attention_mma_shared_bytes(int64_t head_size, int warps_m) {
+// The tile kernel (attention_mma.cuh): Q [16 * warps_m][D + 8] and stages x (K, V) [64][D + 8] of
+// 16-bit values, the stages' key flags, and (warps_m 1) the merge buffer of 4 warps' states, which
+// reuses the tiles.
+constexpr size_t attention_mma_tile_shared_bytes(int64_t head_size, int warps_m) {
   const size_t row = size_t(head_size + 8) * 2;
   const size_t q = size_t(16 * warps_m) * row;
   const size_t tiles = size_t(attention_mma_stages(head_size)) * 2 * kAttentionMmaTileKeys * row;
   const size_t flags = size_t(attention_mma_stages(head_size)) * kAttentionMmaTileKeys * 4;
   const size_t merge = warps_m == 1 ? size_t(4) * 16 * size_t(head_size + 2) * 4 : 0;
   return q + flags + (tiles > merge ? tiles : merge);
+}
+
+// What a launch of the tensor-core kernels needs (attention_mma_instances.cuh): 16-row items up to
+// kAttentionMmaDecodeMaxHeadSize run the decode kernel, the others the tile kernel.
+constexpr size_t attention_mma_shared_bytes(int64_t head_size, int warps_m) {
+  return warps_m == 1 && head_size <= kAttentionMmaDecodeMaxHeadSize ? attention_mma_decode_shared_bytes(head_size)
+                                                                     : attention_mma_tile_shared_bytes(head_size, warps_m);
 }
 
 }  // namespace fp8kit::ops

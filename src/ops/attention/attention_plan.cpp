@@ -71,10 +71,20 @@ PagedAttentionPlan plan_paged_attention(const PagedAttentionDesc& d, const Overr
   const int64_t items_estimate = std::max(std::min(seqs, plan.items_bound), ceil_div(packed_rows, rows));
   const int64_t ctas = std::max<int64_t>(items_estimate * d.num_kv_heads, 1);
 
-  // Splits: enough CTAs for two of them on every SM, as long as a split keeps kMinKeysPerSplit keys.
-  const int64_t target = 2 * int64_t(d.sm_count);
-  const int64_t by_length = std::max<int64_t>(ceil_div(d.max_seq_len_bound, kMinKeysPerSplit), 1);
-  int64_t splits = ctas >= target ? 1 : std::min(ceil_div(target, ctas), by_length);
+  // Splits: the count with the least estimated time, waves of two CTAs an SM times a CTA's keys
+  // plus a fixed cost of kMinKeysPerSplit keys (its start, merge and partials), as long as a split
+  // keeps kMinKeysPerSplit keys: on the H200, 64 CTAs of 16k keys run best in 4 splits (one wave),
+  // not 5 (two waves) nor 33 (short splits); 256 CTAs of 4k keys unsplit (docs/PERFORMANCE.md).
+  const bool decode_kernel = plan.kernel == AttentionKernel::kMma && plan.rows_per_item == 16 &&
+                             d.head_size <= kAttentionMmaDecodeMaxHeadSize;
+  const int64_t slots = 2 * int64_t(d.sm_count);
+  const int64_t keys = std::max<int64_t>(d.max_seq_len_bound, 1);
+  const int64_t by_length = std::max<int64_t>(ceil_div(keys, kMinKeysPerSplit), 1);
+  auto time_of = [&](int64_t s) { return ceil_div(ctas * s, slots) * (ceil_div(keys, s) + kMinKeysPerSplit); };
+  int64_t splits = 1;
+  for (int64_t s = 2; s <= std::min<int64_t>(by_length, kAttentionMaxSplits) && ctas * s <= 8 * slots; ++s) {
+    if (time_of(s) < time_of(splits)) splits = s;
+  }
   if (overrides.attention_splits > 0) splits = overrides.attention_splits;
   if (d.read_mode == AttentionReadMode::kFp8Compute) splits = 1;  // one pass for the row max first
   if (plan.items_bound == 0) splits = 1;
@@ -93,7 +103,7 @@ PagedAttentionPlan plan_paged_attention(const PagedAttentionDesc& d, const Overr
     end += align_up(splits * partial_rows * 2 * 4);
   }
   plan.scratch_bytes = end;
-  plan.reason = std::string(attention_kernel_name(plan.kernel)) +
+  plan.reason = std::string(attention_kernel_name(plan.kernel)) + (decode_kernel ? " decode" : "") +
                 (rejected.empty() || plan.kernel == AttentionKernel::kMma ? "" : " (" + rejected + ")") + ", " +
                 std::to_string(plan.rows_per_item) + "-row items (" + std::to_string(items_estimate) + " x " +
                 std::to_string(d.num_kv_heads) + " KV heads), " + std::to_string(plan.splits) + " split(s)";
