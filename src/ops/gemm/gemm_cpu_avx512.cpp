@@ -118,7 +118,7 @@ constexpr int64_t kBytes = B == Operand::kE4M3 ? 1 : 2;
 // kGemvPrefetchBytes further along its row, and past the row's end the same place in the row R
 // further on (the next call's rows), so that a call's first steps do not wait either. A
 // prefetch never faults: one that reaches past the matrix costs a wasted line at most.
-inline constexpr int64_t kGemvPrefetchBytes = 512;
+inline constexpr int64_t kGemvPrefetchBytes = 1024;
 
 template <Operand B>
 inline void prefetch_ahead(const GemvArgs& g, int r, int rows, int64_t byte) {
@@ -127,7 +127,7 @@ inline void prefetch_ahead(const GemvArgs& g, int r, int rows, int64_t byte) {
   for (int64_t line = 0; line < kBytes<B> * 64; line += 64) {
     const int64_t at = byte + line + kGemvPrefetchBytes;
     const uint8_t* p = at < row_bytes ? g.b + r * g.ldb_bytes + at : g.b + (r + rows) * g.ldb_bytes + (at - row_bytes);
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
   }
 }
 
