@@ -1,7 +1,7 @@
 // The fast CPU paged attention (attention_cpu.h): per (query row, head) the keys' logits into a
-// scratch row, then the softmax and the weighted sum of the values, with AVX2-width f32 lanes
-// that GCC vectorizes under the target pragma below. A prefill's query heads that share a KV head
-// go together, each key and value row widened once for all of them (the same bits). Called only where best_cpu_isa() has
+// scratch row, then the softmax and the weighted sum of the values, in AVX2 f32 lanes (under the
+// target pragma below). A prefill's query heads that share a KV head go together, each key and
+// value row widened once for all of them (the same bits). Called only where best_cpu_isa() has
 // AVX2/FMA/F16C. Tested by tests/cpu/test_paged_attention*.cpp and PagedAttentionCpu.*.
 #include "ops/attention/attention_cpu.h"
 
@@ -67,9 +67,30 @@ void widen(const void* base, int64_t at, int64_t n, KvCacheDtype cache_dtype, co
 
 // sum_d a[d] b[d] in f32: lane l adds the products of d = 16 i + l in d order, the lanes combined
 // by a fixed tree (a mul then an add: no contraction, the file is built with -ffp-contract=off).
+// The 16 lanes are two ymm registers and the tree is (l, l + 8), (l, l + 4), (l, l + 2), (l, l + 1)
+// in registers (a loop over a lane array went through memory, and took most of the dot's time).
 float dot(const float* a, const float* b, int64_t n) {
-  float lane[kLanes] = {};
   int64_t d = 0;
+#if defined(__x86_64__)
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  for (; d + kLanes <= n; d += kLanes) {
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d)));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8)));
+  }
+  if (d < n) {  // a short last step: only its lanes add (a zero product would turn -0 into +0)
+    alignas(32) float lane[kLanes];
+    _mm256_store_ps(lane, lo);
+    _mm256_store_ps(lane + 8, hi);
+    for (int l = 0; d + l < n; ++l) lane[l] += a[d + l] * b[d + l];
+    lo = _mm256_load_ps(lane);
+    hi = _mm256_load_ps(lane + 8);
+  }
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+#else
+  float lane[kLanes] = {};
   for (; d + kLanes <= n; d += kLanes) {
     for (int l = 0; l < kLanes; ++l) lane[l] += a[d + l] * b[d + l];
   }
@@ -78,6 +99,7 @@ float dot(const float* a, const float* b, int64_t n) {
     for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
   }
   return lane[0];
+#endif
 }
 
 // Per-thread rows of the query-head groups (heads sharing one KV head): q, acc and the logits of
