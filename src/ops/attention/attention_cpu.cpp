@@ -1,6 +1,7 @@
-// The fast CPU paged attention (attention_cpu.h): per (query row, head) the keys' logits into the
-// part's scratch row, then the softmax and the weighted sum of the values, with AVX2-width f32
-// lanes that GCC vectorizes under the target pragma below. Called only where best_cpu_isa() has
+// The fast CPU paged attention (attention_cpu.h): per (query row, head) the keys' logits into a
+// scratch row, then the softmax and the weighted sum of the values, in AVX2 f32 lanes (under the
+// target pragma below). A prefill's query heads that share a KV head go together, each key and
+// value row widened once for all of them (the same bits). Called only where best_cpu_isa() has
 // AVX2/FMA/F16C. Tested by tests/cpu/test_paged_attention*.cpp and PagedAttentionCpu.*.
 #include "ops/attention/attention_cpu.h"
 
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/cpu_features.h"
 #include "core/parallel.h"
@@ -65,9 +67,30 @@ void widen(const void* base, int64_t at, int64_t n, KvCacheDtype cache_dtype, co
 
 // sum_d a[d] b[d] in f32: lane l adds the products of d = 16 i + l in d order, the lanes combined
 // by a fixed tree (a mul then an add: no contraction, the file is built with -ffp-contract=off).
+// The 16 lanes are two ymm registers and the tree is (l, l + 8), (l, l + 4), (l, l + 2), (l, l + 1)
+// in registers (a loop over a lane array went through memory, and took most of the dot's time).
 float dot(const float* a, const float* b, int64_t n) {
-  float lane[kLanes] = {};
   int64_t d = 0;
+#if defined(__x86_64__)
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  for (; d + kLanes <= n; d += kLanes) {
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d)));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8)));
+  }
+  if (d < n) {  // a short last step: only its lanes add (a zero product would turn -0 into +0)
+    alignas(32) float lane[kLanes];
+    _mm256_store_ps(lane, lo);
+    _mm256_store_ps(lane + 8, hi);
+    for (int l = 0; d + l < n; ++l) lane[l] += a[d + l] * b[d + l];
+    lo = _mm256_load_ps(lane);
+    hi = _mm256_load_ps(lane + 8);
+  }
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+#else
+  float lane[kLanes] = {};
   for (; d + kLanes <= n; d += kLanes) {
     for (int l = 0; l < kLanes; ++l) lane[l] += a[d + l] * b[d + l];
   }
@@ -76,11 +99,97 @@ float dot(const float* a, const float* b, int64_t n) {
     for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
   }
   return lane[0];
+#endif
+}
+
+// Per-thread rows of the query-head groups (heads sharing one KV head): q, acc and the logits of
+// each head. Grows to the largest group and context asked and stays, so steps allocate nothing.
+struct GroupScratch {
+  float* qf;      // [group][d]
+  float* acc;     // [group][d]
+  float* logits;  // [group][keys]
+  static GroupScratch get(int64_t group, int64_t d, int64_t keys) {
+    thread_local std::vector<float> buffer;
+    const size_t need = size_t(group * (2 * d + keys));
+    if (buffer.size() < need) buffer.resize(need);
+    return {buffer.data(), buffer.data() + group * d, buffer.data() + 2 * group * d};
+  }
+};
+
+// Query rows t of sequence r: its index and the position of t.
+struct QueryRow {
+  int64_t r, pos;
+};
+inline QueryRow query_row(const PagedAttentionArgs& a, int64_t t) {
+  const int32_t* qsl = a.query_start_loc;
+  const int64_t r = std::upper_bound(qsl, qsl + a.num_seqs + 1, int32_t(t)) - qsl - 1;
+  return {r, a.seq_lens[r] - (qsl[r + 1] - qsl[r]) + (t - qsl[r])};
+}
+
+// Heads [h0, h0 + group) of query row t (all on KV head kvh): each key and value row is widened
+// once for the whole group, and each head does the arithmetic of its own in the same order as
+// one head alone, so the grouping changes no bit.
+template <typename T>
+void attend_group(const PagedAttentionArgs& a, const float* fp8_table, int64_t t, int64_t h0, int64_t group,
+                  int64_t kvh, float* kv, const GroupScratch& g) {
+  const auto* q = static_cast<const T*>(a.q);
+  auto* out = static_cast<T*>(a.out);
+  const int64_t d_n = a.head_size;
+  const bool fp8 = a.cache_dtype != KvCacheDtype::kAuto;
+  const QueryRow row = query_row(a, t);
+  const int64_t seq_len = a.seq_lens[row.r];
+  const int32_t* table = a.block_table + row.r * a.block_table_stride;
+  const float ks = fp8 ? a.k_scale[kvh * a.kv_scale_stride] : 1.0f;
+  const float vs = fp8 ? a.v_scale[kvh * a.kv_scale_stride] : 1.0f;
+  const VisibleKeys vk = visible_keys(a, row.pos, seq_len);
+  const int64_t keys = std::max<int64_t>(vk.last - vk.first + 1, 0);
+  constexpr int kMaxGroup = 16;
+  float m[kMaxGroup], l[kMaxGroup];
+  int64_t live[kMaxGroup];
+  for (int64_t e = 0; e < group; ++e) {
+    widen<T>(q, t * a.q_token_stride + (h0 + e) * a.q_head_stride, d_n, KvCacheDtype::kAuto, nullptr, 1.0f,
+             g.qf + e * d_n);
+    std::fill(g.acc + e * d_n, g.acc + (e + 1) * d_n, 0.0f);
+    m[e] = kNegInf;
+    l[e] = 0.0f;
+    live[e] = vk.last + 1;  // the first key whose logit is not -inf
+  }
+  for (int64_t j = vk.first; j <= vk.last; ++j) {
+    const int64_t ko = a.key_layout.offset(table[j / a.key_layout.block_size], j % a.key_layout.block_size, kvh);
+    widen<T>(a.key_cache, ko, d_n, a.cache_dtype, fp8_table, ks, kv);
+    for (int64_t e = 0; e < group; ++e) {
+      const float s = capped(dot(g.qf + e * d_n, kv, d_n) * a.scale, a.softcap);
+      g.logits[e * keys + (j - vk.first)] = s;
+      m[e] = running_max(m[e], s);
+      if (live[e] > vk.last && m[e] != kNegInf) live[e] = j;
+    }
+  }
+  // From each head's first live key on, as the reference's online softmax (which skips the -inf
+  // logits before it, but multiplies later values by their zero weight: 0 * inf is NaN).
+  int64_t first_live = vk.last + 1;
+  for (int64_t e = 0; e < group; ++e) {
+    if (m[e] != kNegInf) first_live = std::min(first_live, live[e]);
+  }
+  for (int64_t j = first_live; j <= vk.last; ++j) {
+    const int64_t vo = a.value_layout.offset(table[j / a.value_layout.block_size], j % a.value_layout.block_size, kvh);
+    widen<T>(a.value_cache, vo, d_n, a.cache_dtype, fp8_table, vs, kv);
+    for (int64_t e = 0; e < group; ++e) {
+      if (m[e] == kNegInf || j < live[e]) continue;
+      const float p = std::exp(g.logits[e * keys + (j - vk.first)] - m[e]);
+      l[e] += p;
+      float* acc = g.acc + e * d_n;
+      for (int64_t d = 0; d < d_n; ++d) acc[d] += p * kv[d];
+    }
+  }
+  for (int64_t e = 0; e < group; ++e) {
+    const float* acc = g.acc + e * d_n;
+    T* out_row = out + (t * a.num_heads + h0 + e) * d_n;
+    for (int64_t d = 0; d < d_n; ++d) out_row[d] = from_float<T>(l[e] == 0.0f ? 0.0f : acc[d] / l[e]);
+  }
 }
 
 template <typename T>
 void run(const PagedAttentionArgs& a, int num_threads) {
-  const auto* q = static_cast<const T*>(a.q);
   auto* out = static_cast<T*>(a.out);
   const int64_t real_tokens = a.query_start_loc[a.num_seqs];
   const int64_t d_n = a.head_size, row = a.num_heads * d_n;
@@ -90,53 +199,19 @@ void run(const PagedAttentionArgs& a, int num_threads) {
   if (fp8) {
     for (int b = 0; b < 256; ++b) fp8_table[b] = kv_cache_decode(uint8_t(b), a.cache_dtype);
   }
-  const int64_t items = real_tokens * a.num_heads;
   const int64_t group_size = a.num_heads / a.num_kv_heads;
+  // A prefill's many rows: one item per (row, KV head), whose query heads share each widened key
+  // and value row. A decode's few rows: one item per head, so that the threads get even shares.
+  const int64_t group = real_tokens > 1 && group_size <= 16 ? group_size : 1;
+  const int64_t items = real_tokens * (a.num_heads / group);
   const int64_t per_part = scratch_floats_per_part(a);
   parallel_for_at_most(num_threads, a.num_parts, 1, [&](int64_t p0, int64_t p1) {
+    const GroupScratch g = GroupScratch::get(group, d_n, a.max_seq_len);
     for (int64_t part = p0; part < p1; ++part) {
-      float* qf = a.scratch + part * per_part;
-      float* acc = qf + d_n;
-      float* kv = acc + d_n;
-      float* logits = kv + d_n;
+      float* kv = a.scratch + part * per_part + 2 * d_n;
       for (int64_t item = part; item < items; item += a.num_parts) {
-        const int64_t t = item / a.num_heads, h = item % a.num_heads;
-        const int32_t* qsl = a.query_start_loc;
-        const int64_t r = std::upper_bound(qsl, qsl + a.num_seqs + 1, int32_t(t)) - qsl - 1;
-        const int64_t seq_len = a.seq_lens[r];
-        const int64_t pos = seq_len - (qsl[r + 1] - qsl[r]) + (t - qsl[r]);
-        const int32_t* table = a.block_table + r * a.block_table_stride;
-        const int64_t kvh = h / group_size;
-        const float ks = fp8 ? a.k_scale[kvh * a.kv_scale_stride] : 1.0f;
-        const float vs = fp8 ? a.v_scale[kvh * a.kv_scale_stride] : 1.0f;
-        widen<T>(q, t * a.q_token_stride + h * a.q_head_stride, d_n, KvCacheDtype::kAuto, nullptr, 1.0f, qf);
-        std::fill(acc, acc + d_n, 0.0f);
-        const VisibleKeys vk = visible_keys(a, pos, seq_len);
-        float m = kNegInf;
-        int64_t live = vk.last + 1;  // the first key whose logit is not -inf
-        for (int64_t j = vk.first; j <= vk.last; ++j) {
-          const int64_t ko = a.key_layout.offset(table[j / a.key_layout.block_size], j % a.key_layout.block_size, kvh);
-          widen<T>(a.key_cache, ko, d_n, a.cache_dtype, fp8_table, ks, kv);
-          const float s = capped(dot(qf, kv, d_n) * a.scale, a.softcap);
-          logits[j - vk.first] = s;
-          m = running_max(m, s);
-          if (live > vk.last && m != kNegInf) live = j;
-        }
-        float l = 0.0f;
-        if (m != kNegInf) {
-          // From the first live key on, as the reference's online softmax (which skips the -inf
-          // logits before it, but multiplies later values by their zero weight: 0 * inf is NaN).
-          for (int64_t j = live; j <= vk.last; ++j) {
-            const float p = std::exp(logits[j - vk.first] - m);
-            l += p;
-            const int64_t vo =
-                a.value_layout.offset(table[j / a.value_layout.block_size], j % a.value_layout.block_size, kvh);
-            widen<T>(a.value_cache, vo, d_n, a.cache_dtype, fp8_table, vs, kv);
-            for (int64_t d = 0; d < d_n; ++d) acc[d] += p * kv[d];
-          }
-        }
-        T* out_row = out + (t * a.num_heads + h) * d_n;
-        for (int64_t d = 0; d < d_n; ++d) out_row[d] = from_float<T>(l == 0.0f ? 0.0f : acc[d] / l);
+        const int64_t t = item / (a.num_heads / group), h0 = (item % (a.num_heads / group)) * group;
+        attend_group<T>(a, fp8_table, t, h0, group, h0 / group_size, kv, g);
       }
     }
   });
