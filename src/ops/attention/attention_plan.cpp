@@ -75,8 +75,6 @@ PagedAttentionPlan plan_paged_attention(const PagedAttentionDesc& d, const Overr
   // plus a fixed cost of kMinKeysPerSplit keys (its start, merge and partials), as long as a split
   // keeps kMinKeysPerSplit keys: on the H200, 64 CTAs of 16k keys run best in 4 splits (one wave),
   // not 5 (two waves) nor 33 (short splits); 256 CTAs of 4k keys unsplit (docs/PERFORMANCE.md).
-  const bool decode_kernel = plan.kernel == AttentionKernel::kMma && plan.rows_per_item == 16 &&
-                             d.head_size <= kAttentionMmaDecodeMaxHeadSize;
   const int64_t slots = 2 * int64_t(d.sm_count);
   const int64_t keys = std::max<int64_t>(d.max_seq_len_bound, 1);
   const int64_t by_length = std::max<int64_t>(ceil_div(keys, kMinKeysPerSplit), 1);
@@ -103,6 +101,9 @@ PagedAttentionPlan plan_paged_attention(const PagedAttentionDesc& d, const Overr
     end += align_up(splits * partial_rows * 2 * 4);
   }
   plan.scratch_bytes = end;
+  // 16-row items up to kAttentionMmaDecodeMaxHeadSize run the decode kernel (attention_mma_instances.cuh).
+  const bool decode_kernel = plan.kernel == AttentionKernel::kMma && plan.rows_per_item == 16 &&
+                             d.head_size <= kAttentionMmaDecodeMaxHeadSize;
   plan.reason = std::string(attention_kernel_name(plan.kernel)) + (decode_kernel ? " decode" : "") +
                 (rejected.empty() || plan.kernel == AttentionKernel::kMma ? "" : " (" + rejected + ")") + ", " +
                 std::to_string(plan.rows_per_item) + "-row items (" + std::to_string(items_estimate) + " x " +
