@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "expect_error.h"
 #include "fp8kit/fp8.h"
 #include "ops/attention/attention_mma_shape.h"
 #include "ops/attention/attention_plan.h"
+#include "ops/attention/block_divider.h"
 #include "ops/attention/fp8_widen.h"
 
 namespace fp8kit::ops {
@@ -48,8 +50,34 @@ TEST(AttentionPlan, DecodeOfOneSequenceSplitsTheContext) {
   EXPECT_NE(p.reason.find("16 split(s)"), std::string::npos) << p.reason;
   // Its 16-row items of head size 128 run the decode kernel (attention_mma_decode.cuh).
   EXPECT_EQ(p.reason.rfind("mma decode, 16-row items", 0), 0u) << p.reason;
-  EXPECT_EQ(attention_mma_shared_bytes(128, 1), attention_mma_decode_shared_bytes(128));
+  EXPECT_EQ(attention_mma_shared_bytes(128, 1), attention_mma_decode_shared_bytes(128, true, 2));
   EXPECT_EQ(attention_mma_shared_bytes(256, 1), attention_mma_tile_shared_bytes(256, 1));
+}
+
+// The decode kernel streams an FP8 cache through 3 stages a warp where the shared memory holds them
+// (the H200: 4 warps x 3 x (8 KiB + 128) + q, table, exponents), 2 where not (sm_89's 99 KiB),
+// and holds a 16-bit cache's tiles in registers.
+TEST(AttentionPlan, DecodeStagesAsTheSharedMemoryAllows) {
+  EXPECT_EQ(attention_mma_decode_shared_bytes(128, true, 3), size_t(16 * 136 * 2 + 512 * 4 + 16 * 4 + 4 * 3 * (8192 + 128)));
+  EXPECT_EQ(attention_mma_decode_shared_bytes(128, true, 2), size_t(16 * 136 * 2 + 512 * 4 + 16 * 4 + 4 * 2 * (8192 + 128)));
+  // A 16-bit cache's decode needs the merge buffer alone: 4 warps x 16 rows x (8 * 20 + 1) floats + m, l.
+  EXPECT_EQ(attention_mma_decode_shared_bytes(128, false, 0), size_t(16 * 136 * 2 + 512 * 4 + 16 * 4 + 4 * 16 * 161 * 4 + 4 * 16 * 2 * 4));
+  PagedAttentionDesc d = llama(32, 32, 4096);
+  PagedAttentionPlan p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.decode_stages, 3);
+  EXPECT_NE(p.reason.find(", 3 stages"), std::string::npos) << p.reason;
+  d.compute_capability = 89, d.max_shared_bytes = 101376;
+  p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.kernel, AttentionKernel::kMma);
+  EXPECT_EQ(p.decode_stages, 2);
+  d.cache_dtype = KvCacheDtype::kAuto;
+  EXPECT_EQ(plan_paged_attention(d, {}).decode_stages, 0);
+  // Prefill and the tile kernel's head size take no stages.
+  d = llama(4 * 2048, 4, 2048);
+  EXPECT_EQ(plan_paged_attention(d, {}).rows_per_item, 64);
+  EXPECT_EQ(plan_paged_attention(d, {}).decode_stages, 0);
+  d = llama(32, 32, 4096), d.head_size = 256;
+  EXPECT_EQ(plan_paged_attention(d, {}).decode_stages, 0);
 }
 
 TEST(AttentionPlan, SplitsShrinkAsTheGridFills) {
@@ -168,6 +196,36 @@ TEST(AttentionPlan, Fp8WidensExactlyToSixteenBits) {
         EXPECT_EQ(std::signbit(got_f[k]), std::signbit(want[k])) << "code " << b << " form " << k;
       } else {
         EXPECT_EQ(float_to_bits(got_f[k]), float_to_bits(want[k])) << "code " << b << " form " << k;
+      }
+    }
+  }
+}
+
+// The kernels' branch-free division of key positions by the block size equals j / bs: every
+// position below 2^16 for the block sizes up to 1024, and positions near the top of the int32
+// range (and every residue around a multiple) for block sizes up to 2^31 - 1.
+TEST(AttentionPlan, BlockDividerDividesExactly) {
+  std::vector<uint32_t> sizes;
+  for (uint32_t bs = 1; bs <= 1024; ++bs) sizes.push_back(bs);
+  for (uint32_t bs : {1536u, 4095u, 65537u, 1000003u, 1u << 20, (1u << 30) - 1, 1u << 30, (1u << 30) + 1,
+                      2147483647u}) {
+    sizes.push_back(bs);
+  }
+  for (const uint32_t bs : sizes) {
+    const BlockDividerMagic d = block_divider_magic(bs);
+    const uint32_t dense = bs <= 1024 ? (1u << 16) : 4096u;
+    for (uint32_t j = 0; j < dense; ++j) {
+      ASSERT_EQ(block_divider_quotient(j, d), j / bs) << "j " << j << " bs " << bs;
+    }
+    for (uint32_t j = 0x7fffffffu - 4096u; j <= 0x7fffffffu - 1u; ++j) {
+      ASSERT_EQ(block_divider_quotient(j, d), j / bs) << "j " << j << " bs " << bs;
+    }
+    ASSERT_EQ(block_divider_quotient(0x7fffffffu, d), 0x7fffffffu / bs) << "bs " << bs;
+    for (uint64_t q = 1; q * bs < 0x7fffffffu; q = q * 3 + 1) {
+      for (int64_t delta = -2; delta <= 1; ++delta) {
+        const uint64_t j = q * bs + uint64_t(delta);
+        if (j >= 0x80000000u) continue;
+        ASSERT_EQ(block_divider_quotient(uint32_t(j), d), uint32_t(j) / bs) << "j " << j << " bs " << bs;
       }
     }
   }

@@ -4,13 +4,15 @@
 // entry on a CUDA context whose workspace is poisoned, then checked: the cache bytes the store
 // wrote against fp8.h, every output against the direct reference in double within the CPU tests'
 // calibrated bound (a NaN fails it), widened for the tensor-core kernel by what it does
-// differently (attention_mma.cuh: P rounded to 16 bits; f32 accumulation in the tensor cores),
+// differently (attention_mma.cuh: P rounded to 16 bits, f16 for an FP8 cache's decode; f32
+// accumulation in the tensor cores),
 // and kFp8Compute against the FP8 emulation of paged_attention_fp8_test_util.h. Each case runs on
 // the kernels the plan picks and on forced ones (FP8KIT_ATTENTION_KERNEL / _SPLITS overrides).
 // Failures name the problem (dtypes, heads, block size, sequences, seed), the kernel and splits,
 // and the first outputs out of bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -83,6 +85,9 @@ attention_test::BoundOptions bound_for(const Problem& p, const KernelRun& r) {
     o.dot_factor = 2.0;
     o.p_unit_roundoff = p.dtype == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
     o.p_absolute = p.dtype == DType::kBF16 ? 0.0 : std::ldexp(1.0, -25);
+    // The decode kernel rounds P of an FP8 cache as f16(P * 2^8) whatever q's type: below 2^-22
+    // an f16 subnormal, at most 2^-25 * 2^-8 off.
+    if (p.cache_dtype != KvCacheDtype::kAuto) o.p_absolute = std::max(o.p_absolute, std::ldexp(1.0, -33));
   }
   return o;
 }
@@ -169,6 +174,32 @@ TEST(AttentionCuda, DecodeLongContextsSplitAndCombine) {
     }
   }
   report("decode, long contexts", worst);
+}
+
+// An FP8 cache's decode kernel multiplies f16 operands: a bf16 q row is scaled by a power of two
+// into f16's range (clamped to 2^+-100) and its logit scale by the inverse. Queries from 2^-90 to
+// 2^60 (the softmax scale compensating, so the logits keep their spread) against the reference,
+// decode and a short prefill, both FP8 formats, GQA and head sizes 64 and 128, split and not.
+TEST(AttentionCuda, Fp8CacheDecodeQueriesOfAnyMagnitude) {
+  attention_test::Calibration worst;
+  for (int e : {-90, -40, 0, 30, 60}) {
+    for (KvCacheDtype cd : {KvCacheDtype::kFp8E4M3, KvCacheDtype::kFp8E5M2}) {
+      for (int64_t d : {64, 128}) {
+        for (const KernelRun& r : {kAuto, KernelRun{AttentionKernelOverride::kAuto, 3}}) {
+          Problem p;
+          p.seqs = {{700, 1}, {33, 1}, {0, 1}, {95, 2}};
+          p.num_heads = 32, p.num_kv_heads = 8, p.head_size = d;
+          p.dtype = DType::kBF16, p.cache_dtype = cd;
+          p.q_sigma = std::ldexp(1.0f, e);
+          p.options.scale = float(std::ldexp(1.0 / std::sqrt(double(d)), -e));
+          p.seed = next_seed();
+          SCOPED_TRACE("q sigma 2^" + std::to_string(e));
+          worst.merge(check(p, r));
+        }
+      }
+    }
+  }
+  report("FP8 cache, queries 2^-90 to 2^60", worst);
 }
 
 TEST(AttentionCuda, PrefillAndChunkedPrefillShapes) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/cuda/pdl.cuh"
+#include "ops/attention/block_divider.h"
 #include "ops/cuda_elements.cuh"
 
 namespace fp8kit::ops::attention_kernels {
@@ -118,18 +119,23 @@ __device__ __forceinline__ KeyRange split_keys(const KeyRange& all, int split, i
   return {first, last};
 }
 
-// Key positions over the block size: a shift and a mask for a power of two (every engine's block
-// size), a 32-bit division otherwise (positions are below 2^31: seq_lens are int32). A 64-bit
-// division per key costs more than the tensor-core math of its tile.
+// Key positions over the block size without a division or a branch: q = (umulhi(j, magic) + j)
+// >> shift with shift = ceil(log2 bs) and magic = floor(2^32 (2^shift - bs) / bs) + 1, exact for
+// 0 <= j < 2^31 (positions are: seq_lens are int32) and every bs in [1, 2^31) (Granlund and
+// Montgomery's division by an invariant integer, block_divider.h: a power of two gets magic 1 and
+// umulhi 0). A 64-bit division per key costs more than the tensor-core math of its tile, and a
+// shift-or-divide branch per key doubled the kernels' address code.
 struct BlockDivider {
-  int bs, shift;
-  bool pow2;
-  __device__ explicit BlockDivider(int64_t block_size)
-      : bs(int(block_size)), shift(0), pow2((int(block_size) & (int(block_size) - 1)) == 0) {
-    while (shift < 30 && (1 << shift) < bs) ++shift;
+  int bs;
+  uint32_t magic, shift;
+  __device__ explicit BlockDivider(int64_t block_size) : bs(int(block_size)) {
+    const BlockDividerMagic d = block_divider_magic(uint32_t(block_size));
+    magic = d.magic, shift = d.shift;
   }
-  __device__ __forceinline__ int block(int j) const { return pow2 ? j >> shift : j / bs; }
-  __device__ __forceinline__ int slot(int j) const { return pow2 ? j & (bs - 1) : j % bs; }
+  __device__ __forceinline__ int block(int j) const {
+    return int((__umulhi(uint32_t(j), magic) + uint32_t(j)) >> shift);
+  }
+  __device__ __forceinline__ int slot(int j) const { return j - block(j) * bs; }
 };
 
 // Element offset of key/value `j` of KV head `kvh` (which = 0: K, 1: V), or -1 when its block

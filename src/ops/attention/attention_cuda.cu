@@ -76,7 +76,7 @@ void paged_attention_cuda(const PagedAttentionArgs& a, Stream stream) {
 
   AttentionLaunch l;
   l.dtype = a.dtype, l.cache_dtype = a.cache_dtype, l.read_mode = a.read_mode;
-  l.items_bound = plan.items_bound, l.warps_m = plan.warps_m;
+  l.items_bound = plan.items_bound, l.warps_m = plan.warps_m, l.decode_stages = plan.decode_stages;
   const size_t cache_elem = a.cache_dtype == KvCacheDtype::kAuto ? dtype_size(a.dtype) : 1;
   l.cache_vector = a.head_size % 8 == 0 && aligned16(a.key_cache) && aligned16(a.value_cache) &&
                    strides_aligned16({a.key_layout.block_stride, a.key_layout.page_stride, a.key_layout.head_stride,

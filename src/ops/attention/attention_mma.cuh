@@ -26,6 +26,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "core/cuda/kernel_attributes.h"
 #include "ops/attention/attention_common.cuh"
 #include "ops/attention/attention_launch.h"
@@ -92,6 +94,20 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
                : "memory");
+#endif
+}
+// 8 bytes, through L1 (cp.async.cg takes 16 only).
+__device__ __forceinline__ void cp_async8(void* dst, const void* src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+#endif
+}
+// Waits until at most `kPending` of the thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_group() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 #endif
 }
 __device__ __forceinline__ void cp_async_commit() {
@@ -171,9 +187,9 @@ __device__ __forceinline__ float masked_logit(float raw, bool ok, float softcap,
 
 // One tile of the online softmax for a lane's two rows (g and g + 8 of its 16), s the tile's
 // masked base-2 logits and tile_max this lane's maxima of them: the running max m and sum l
-// (this lane's share) and the accumulators rescaled, and P^ = 16-bit P as the A operand of P V
-// (l sums the rounded values).
-template <typename Tag, int kNt, int kDt>
+// (this lane's share) and the accumulators rescaled, and P^ = P * 2^kPShift rounded to 16 bits
+// as the A operand of P V (l sums the rounded values, so the factor cancels in acc / l).
+template <typename Tag, int kPShift = 0, int kNt, int kDt>
 __device__ __forceinline__ void softmax_tile(const float (&s)[kNt][4], float (&tile_max)[2], float (&m)[2],
                                              float (&l)[2], float (&acc)[kDt][4], uint32_t (&pa)[kNt][2]) {
   float corr[2];
@@ -191,13 +207,14 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[kNt][4], float (&t
     acc[n][0] = __fmul_rn(acc[n][0], corr[0]), acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
     acc[n][2] = __fmul_rn(acc[n][2], corr[1]), acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
   }
+  const float m_shifted[2] = {__fsub_rn(m[0], float(kPShift)), __fsub_rn(m[1], float(kPShift))};
 #pragma unroll
   for (int n = 0; n < kNt; ++n) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float x0 = s[n][2 * h], x1 = s[n][2 * h + 1];
-      const float p0 = (x0 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x0 - m[h]);
-      const float p1 = (x1 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x1 - m[h]);
+      const float p0 = (x0 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x0 - m_shifted[h]);
+      const float p1 = (x1 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x1 - m_shifted[h]);
       pa[n][h] = pack2<Tag>(p0, p1);
       const float2 r = unpack2<Tag>(pa[n][h]);
       l[h] = __fadd_rn(l[h], __fadd_rn(r.x, r.y));

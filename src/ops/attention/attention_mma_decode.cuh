@@ -1,25 +1,37 @@
 // paged_attention's decode kernel on 16-bit tensor cores: the plan's kMma with 16-row items (a
 // decode step's token x group heads of one KV head, or any item of at most 16 packed rows) for
-// head sizes 64 and 128. Same numerics as the tile kernel (attention_mma.cuh: q and the raw cache
-// values exact in 16-bit operands, f32 logits scaled once, P rounded to the query's type and l
-// summing the rounded P, f32 partials for split items) but built to stream the cache:
+// head sizes 64 and 128. The tile kernel's numerics (attention_mma.cuh: q and the raw cache values
+// exact in 16-bit operands, f32 logits scaled once, P rounded to 16 bits and l summing the
+// rounded P, f32 partials for split items), with f16 operands for an FP8 cache whatever q's type
+// (docs/numerics.md: a bf16 q row scaled by a power of two into f16's range, P rounded as P * 2^8),
+// so that one cvt widens two cache values where bf16 took four instructions; built to stream the
+// cache:
 //
-// - No shared-memory staging of K and V and no block-wide barrier in the key loop: each lane loads
-//   its operands of the mma fragments straight from the cache into registers, and each of the 4
-//   warps walks its own tiles (warp w takes tiles w, w + 4, ...), issuing the loads of its next
-//   tile before the math of the current one, so two tiles a warp are in flight.
+// - No block-wide barrier in the key loop: each of the 4 warps walks its own tiles (warp w takes
+//   tiles w, w + 4, ...) and issues the loads of the next ones before the math of the current one.
+//   An FP8 cache's tiles go through shared memory: each lane copies its own operands of the mma
+//   fragments into its column of the warp's stages (cp.async; 3 stages where the shared memory
+//   holds them, else 2) and reads back only those, so the copies need no barrier and hold no
+//   registers while in flight. A 16-bit cache's tiles (half the keys for the same bytes, no
+//   conversion) go straight into two register sets taken in turn (measured faster for them).
+// - A tile that every row sees whole and whose blocks are all in the cache (all but the last of a
+//   decode step) takes no mask; the readable keys of a tile come from its K loads, so a logit's
+//   mask is a bit, not a block-table look-up.
 // - The fragments are gathered with permutations that make every lane's loads 16-byte vectors:
 //   the dot products' dimensions are permuted the same way in q and k (the sum does not depend on
 //   the order of its terms beyond the tensor core's own f32 accumulation), and the output's
 //   dimensions are permuted so that a lane's share of a value row is contiguous, which the
 //   epilogue undoes (DecodeLayout).
 // - The block table of the CTA's keys is read once into shared memory (in chunks of
-//   kDecodeTableSlots blocks), so a key's address costs a shift and a shared load, not a dependent
-//   global load and a 64-bit division.
+//   kDecodeTableSlots blocks), so a key's address costs a multiply-high, a shift and a shared load
+//   (BlockDivider), not a dependent global load and a 64-bit division.
 // At the end the 4 warps' softmax states merge through shared memory, as in the tile kernel.
 // Floor: 2 * sum_r L_r * Hkv * D * (1 or 2) bytes over the bandwidth. Tests:
 // tests/gpu/test_attention_cuda.cpp (every 16-row item of head size 64/128 runs here).
 #pragma once
+
+#include <cstdint>
+#include <type_traits>
 
 #include "ops/attention/attention_mma.cuh"
 
@@ -47,6 +59,11 @@ struct DecodeLayout {
   static constexpr int kNt = kWarpKeys / 8;                // S n-tiles
   static constexpr int kPk = kWarpKeys / 16;               // P V k-steps
   static constexpr int kDt = kD / 8;                       // O n-tiles
+  // A lane's share of a tile in 16-byte slots: its K units, then its value words, 4 a slot.
+  static constexpr int kKSlots = kNt * kKUnits;
+  static constexpr int kVSlots = kPk * 4 * kVWords / 4;
+  static constexpr int kSlots = kKSlots + kVSlots;
+  static_assert(kSlots * 16 * 32 == attention_mma_decode_stage_bytes(kD, kFp8 ? 1 : 2), "the stage's bytes");
 
   // The column of q's shared-memory row (the logical k of the mma) that holds physical dim d.
   __device__ static int q_column(int d) {
@@ -59,8 +76,8 @@ struct DecodeLayout {
   // n-tile n, column x (of 8) is the physical dim x * kD / 8 + n.
 };
 
-// A warp's tile in registers: K units per n-tile, value words per k-step and key (2c, 2c + 1,
-// 2c + 8, 2c + 9 of the step).
+// A warp's tile as each lane holds it: K units per n-tile, value words per k-step and key (2c,
+// 2c + 1, 2c + 8, 2c + 9 of the step).
 template <int kD, bool kFp8>
 struct DecodeTile {
   using L = DecodeLayout<kD, kFp8>;
@@ -68,10 +85,30 @@ struct DecodeTile {
   uint32_t v[L::kPk][4][L::kVWords];
 };
 
+// A row's q goes into f16 operands (FP8 caches) as q * 2^e, e (the row's exponent) placing its
+// largest finite |q| in [2^14, 2^15): every bf16 value of the row at least 2^-31 of that largest is
+// then exact in f16. Within [-100, 100], so the logit scales times 2^-e stay normal floats.
+__device__ __forceinline__ int q_row_exponent(uint32_t max_abs_bits) {
+  if (max_abs_bits == 0) return 0;
+  const int e = 14 - (int(max_abs_bits >> 23) - 127);
+  return e < -100 ? -100 : (e > 100 ? 100 : e);
+}
+// x * 2^e for |e| <= 100, in two exact steps of normal factors.
+__device__ __forceinline__ float times_pow2(float x, int e) {
+  const int a = e / 2, b = e - e / 2;
+  return __fmul_rn(__fmul_rn(x, __int_as_float((a + 127) << 23)), __int_as_float((b + 127) << 23));
+}
+
 template <typename Tag, int kD, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 2) paged_attention_mma_decode_kernel(const AttnParams p, bool e5m2,
-                                                                                 bool q_vector) {
+                                                                                 bool q_vector, int stages) {
   using T = typename Tag::Storage;
+  // The tensor cores' operand type: f16 for an FP8 cache (every e4m3 and e5m2 value is an f16
+  // value, and one cvt widens two), the query's type for a 16-bit cache.
+  using MmaTag = std::conditional_t<kFp8, F16, Tag>;
+  // P rounded as P * 2^8 for an FP8 cache, so that f16 keeps 11 bits of every weight down to
+  // 2^-22 (l and the accumulators carry the same factor, which the division cancels).
+  constexpr int kPShift = kFp8 ? 8 : 0;
   using L = DecodeLayout<kD, kFp8>;
   using Tile = DecodeTile<kD, kFp8>;
   constexpr int kRowE = kD + 8;
@@ -84,16 +121,22 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_mma_decode_kernel
   extern __shared__ uint4 smem_raw[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);                  // [16][kRowE]
   int* table_s = reinterpret_cast<int*>(q_s + 16 * kRowE);                // [kDecodeTableSlots]
+  int* q_exp_s = table_s + kDecodeTableSlots;                             // [16]
   constexpr int kShare = kD / 8 + 4, kMergeRow = 8 * kShare + 1;  // attention_mma_decode_merge_row
-  float* merge_acc = reinterpret_cast<float*>(table_s + kDecodeTableSlots);  // [4][16][kMergeRow]
-  float* merge_ml = merge_acc + kDecodeWarps * 16 * kMergeRow;           // [4][16][2]
+  // The key loop's stages (FP8), then the merge buffer over them.
+  uint4* region = reinterpret_cast<uint4*>(q_exp_s + 16);
+  float* merge_acc = reinterpret_cast<float*>(region);          // [4][16][kMergeRow]
+  float* merge_ml = merge_acc + kDecodeWarps * 16 * kMergeRow;  // [4][16][2]
 
   const Item it = resolve_item(p, p.items[blockIdx.x]);
   const int64_t kvh = blockIdx.y;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, c = lane % 4;
 
-  // Q rows -> shared memory, each physical dim at its mma column (zeros past the item's rows).
+  // Q rows -> shared memory, each physical dim at its mma column (zeros past the item's rows). A
+  // row's kD / 8 chunks of 8 are on kD / 8 consecutive lanes (16 * kD / 8 chunks, a whole number of
+  // passes of the block), which agree on the row's exponent for an FP8 cache.
+  static_assert(16 * (kD / 8) % kThreads == 0 && kD / 8 <= 32, "a row's chunks on consecutive lanes of one warp");
   for (int i = tid; i < 16 * (kD / 8); i += kThreads) {
     const int r = i / (kD / 8), d0 = (i % (kD / 8)) * 8;
     uint16_t e[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -111,21 +154,52 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_mma_decode_kernel
         for (int k = 0; k < 8; ++k) e[k] = src[k].bits;
       }
     }
+    if constexpr (kFp8 && Tag::kIsBf16) {
+      uint32_t max_abs = 0;  // of the finite values (an inf or NaN stays one in f16)
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const uint32_t a = (uint32_t(e[k]) << 16) & 0x7fffffffu;
+        if (a < 0x7f800000u && a > max_abs) max_abs = a;
+      }
+#pragma unroll
+      for (int x = 1; x < kD / 8; x *= 2) max_abs = max(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, x));
+      const int q_exp = q_row_exponent(max_abs);
+      if (i % (kD / 8) == 0) q_exp_s[r] = q_exp;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const __half h = __float2half_rn(times_pow2(__uint_as_float(uint32_t(e[k]) << 16), q_exp));
+        e[k] = *reinterpret_cast<const uint16_t*>(&h);
+      }
+    } else if (i % (kD / 8) == 0) {
+      q_exp_s[r] = 0;  // f16 queries are f16 operands as they are
+    }
 #pragma unroll
     for (int k = 0; k < 8; ++k) q_s[r * kRowE + L::q_column(d0 + k)] = e[k];
   }
 
+  // The keys each of the lane's two rows sees. Padding rows (past the item's) see every key: their
+  // q is zero and their output is never written, and so a tile every real row sees whole needs
+  // no mask.
   KeyRange seen[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h;
-    seen[h] = r < it.rows ? visible_keys(p, it, row_position(p, it, r)) : KeyRange{0, -1};
+    seen[h] = r < it.rows ? visible_keys(p, it, row_position(p, it, r)) : KeyRange{0, INT64_MAX};
   }
   const KeyRange keys = split_keys(item_keys(p, it), blockIdx.z, p.splits, kCtaKeys);
   const float k_scale = kFp8 ? __ldg(p.kv_scale[0] + kvh * p.kv_scale_stride) : 1.0f;
   const float v_scale = kFp8 ? __ldg(p.kv_scale[1] + kvh * p.kv_scale_stride) : 1.0f;
-  const float logit_scale = __fmul_rn(p.scale, k_scale);
-  const float base2_scale = __fmul_rn(logit_scale, kLog2e);
+  // The logit scales of the lane's rows, times 2^-e for their q exponents: raw * 2^e * (scale *
+  // 2^-e) rounds exactly as raw * scale.
+  __syncthreads();  // q_s, q_exp_s
+  float logit_scale[2], base2_scale[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float ls = __fmul_rn(p.scale, k_scale);
+    const int q_exp = q_exp_s[g + 8 * h];
+    logit_scale[h] = times_pow2(ls, -q_exp);
+    base2_scale[h] = times_pow2(__fmul_rn(ls, kLog2e), -q_exp);
+  }
 
   const BlockDivider div(p.block_size);
   const int bs = div.bs;
@@ -143,40 +217,86 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_mma_decode_kernel
     if (block < 0) return -1;
     return (int64_t(block) * p.block_stride[which] + int64_t(div.slot(j)) * p.page_stride[which]) * L::kElem;
   };
-  auto readable = [&](int j) {
-    if (j > chunk_last) return false;
-    return table_s[div.block(j) - chunk_block0] >= 0;
-  };
-
-  auto load_tile = [&](Tile& t, int tile0) {
+  // Visits the lane's K units of a tile (copy(nt, u, at): unit u of key tile0 + nt * 8 + g at byte
+  // `at`, -1 where not readable) and returns which of the tile's keys are readable (bit i: key
+  // tile0 + i, the same in every lane); then its value rows (copy(kk, q, at): slot q of k-step kk).
+  auto visit_k = [&](int tile0, auto&& copy) -> uint32_t {
+    uint32_t readable = 0;
 #pragma unroll
     for (int nt = 0; nt < L::kNt; ++nt) {
       const int64_t at = key_offset(0, tile0 + nt * 8 + g);
+      readable |= uint32_t(at >= 0) << (nt * 8 + g);
 #pragma unroll
-      for (int u = 0; u < L::kKUnits; ++u) {
-        t.k[nt][u] = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(base[0] + at + (u * 4 + c) * 16))
-                             : make_uint4(0, 0, 0, 0);
-      }
+      for (int u = 0; u < L::kKUnits; ++u) copy(nt, u, at);
     }
+    return __reduce_or_sync(0xffffffffu, readable);
+  };
+  auto visit_v = [&](int tile0, auto&& copy) {
 #pragma unroll
     for (int kk = 0; kk < L::kPk; ++kk) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int64_t at = key_offset(1, tile0 + 16 * kk + 2 * c + (q & 1) + 8 * (q >> 1));
-        const uint8_t* src = base[1] + at + g * (L::kVWords * 4);
-        if constexpr (L::kVWords == 2) {
-          const uint2 w = at >= 0 ? __ldg(reinterpret_cast<const uint2*>(src)) : make_uint2(0, 0);
-          t.v[kk][q][0] = w.x, t.v[kk][q][1] = w.y;
-        } else {
+      for (int q = 0; q < 4; ++q) copy(kk, q, key_offset(1, tile0 + 16 * kk + 2 * c + (q & 1) + 8 * (q >> 1)));
+    }
+  };
+
+  // 16-bit cache: a tile straight into registers.
+  auto load_tile = [&](Tile& t, int tile0) -> uint32_t {
+    const uint32_t readable = visit_k(tile0, [&](int nt, int u, int64_t at) {
+      t.k[nt][u] = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(base[0] + at + (u * 4 + c) * 16)) : make_uint4(0, 0, 0, 0);
+    });
+    visit_v(tile0, [&](int kk, int q, int64_t at) {
+      const uint8_t* src = base[1] + at + g * (L::kVWords * 4);
 #pragma unroll
-          for (int x = 0; x < L::kVWords / 4; ++x) {
-            const uint4 w = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(src) + x) : make_uint4(0, 0, 0, 0);
-            t.v[kk][q][4 * x] = w.x, t.v[kk][q][4 * x + 1] = w.y;
-            t.v[kk][q][4 * x + 2] = w.z, t.v[kk][q][4 * x + 3] = w.w;
-          }
+      for (int x = 0; x < L::kVWords / 4; ++x) {
+        const uint4 w = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(src) + x) : make_uint4(0, 0, 0, 0);
+        t.v[kk][q][4 * x] = w.x, t.v[kk][q][4 * x + 1] = w.y;
+        t.v[kk][q][4 * x + 2] = w.z, t.v[kk][q][4 * x + 3] = w.w;
+      }
+    });
+    return readable;
+  };
+
+  // FP8 cache: the tiles in flight in shared memory. Each lane copies its own operands (cp.async,
+  // zeros for keys it cannot read) into its column of the warp's stage and reads back only those,
+  // so no barrier orders them; the column's layout ([slot][lane] of 16 bytes) keeps both free of
+  // bank conflicts. With each lane's copy of which keys of the stage's tile are readable.
+  uint4* stages_s = region + warp * stages * L::kSlots * 32;  // [stage][slot][lane]
+  uint32_t* readable_s = reinterpret_cast<uint32_t*>(region + kDecodeWarps * stages * L::kSlots * 32) + warp * stages * 32;
+  auto slot = [&](int stage, int i) { return stages_s + (stage * L::kSlots + i) * 32 + lane; };
+  auto issue_tile = [&](int stage, int tile0) {
+    readable_s[stage * 32 + lane] = visit_k(tile0, [&](int nt, int u, int64_t at) {
+      cp_async16(slot(stage, nt * L::kKUnits + u), at >= 0 ? base[0] + at + (u * 4 + c) * 16 : base[0], at >= 0 ? 16 : 0);
+    });
+    visit_v(tile0, [&](int kk, int q, int64_t at) {
+      const uint8_t* src = at >= 0 ? base[1] + at + g * (L::kVWords * 4) : base[1];
+      const int word0 = (kk * 4 + q) * L::kVWords;  // of the lane's value words, 4 a slot
+      if constexpr (L::kVWords == 2) {
+        cp_async8(reinterpret_cast<uint2*>(slot(stage, L::kKSlots + word0 / 4)) + (word0 % 4) / 2, src, at >= 0 ? 8 : 0);
+      } else {
+#pragma unroll
+        for (int x = 0; x < L::kVWords / 4; ++x) {
+          cp_async16(slot(stage, L::kKSlots + word0 / 4 + x), src + 16 * x, at >= 0 ? 16 : 0);
         }
       }
+    });
+  };
+  auto fetch_tile = [&](Tile& t, int stage) -> uint32_t {
+#pragma unroll
+    for (int nt = 0; nt < L::kNt; ++nt) {
+#pragma unroll
+      for (int u = 0; u < L::kKUnits; ++u) t.k[nt][u] = *slot(stage, nt * L::kKUnits + u);
     }
+#pragma unroll
+    for (int i = 0; i < L::kVSlots; ++i) {
+      const uint4 w = *slot(stage, L::kKSlots + i);
+      const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const int word = 4 * i + x;
+        t.v[word / (4 * L::kVWords)][(word / L::kVWords) % 4][word % L::kVWords] = words[x];
+      }
+    }
+    return readable_s[stage * 32 + lane];
   };
 
   float acc[L::kDt][4];
@@ -184,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_mma_decode_kernel
   for (int n = 0; n < L::kDt; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
 
-  auto consume = [&](const Tile& t, int tile0) {
+  auto consume = [&](const Tile& t, uint32_t readable, int tile0) {
     // S = Q K^T: 16 rows x the warp's keys.
     float s[L::kNt][4];
 #pragma unroll
@@ -201,30 +321,47 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_mma_decode_kernel
         const uint32_t words[4] = {unit.x, unit.y, unit.z, unit.w};
         uint32_t b0, b1;
         if constexpr (kFp8) {
-          b0 = widen_fp8x2<Tag>(words[w], e5m2);
-          b1 = widen_fp8x2<Tag>(words[w] >> 16, e5m2);
+          b0 = widen_fp8x2<MmaTag>(words[w], e5m2);
+          b1 = widen_fp8x2<MmaTag>(words[w] >> 16, e5m2);
         } else {
           b0 = words[2 * w];
           b1 = words[2 * w + 1];
         }
-        mma16816<Tag>(s[n], a, b0, b1);
+        mma16816<MmaTag>(s[n], a, b0, b1);
       }
     }
-    // Logits (base 2), masked.
+    // Logits (base 2), masked unless every key of the tile is readable and seen by every row
+    // (the tiles of a decode step but its last).
+    constexpr uint32_t kAllKeys = L::kWarpKeys == 32 ? 0xffffffffu : (1u << L::kWarpKeys) - 1u;
+    const int tile_last = tile0 + L::kWarpKeys - 1;
+    const bool whole = __all_sync(0xffffffffu, readable == kAllKeys && tile0 >= seen[0].first &&
+                                                   tile0 >= seen[1].first && tile_last <= seen[0].last &&
+                                                   tile_last <= seen[1].last);
     float tile_max[2] = {kNegInf, kNegInf};
+    if (whole) {
 #pragma unroll
-    for (int n = 0; n < L::kNt; ++n) {
+      for (int n = 0; n < L::kNt; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        const int j = tile0 + n * 8 + 2 * c + (e % 2);
-        const bool ok = readable(j) && j >= seen[h].first && j <= seen[h].last;
-        s[n][e] = masked_logit(s[n][e], ok, p.softcap, logit_scale, base2_scale);
-        tile_max[h] = nan_max(tile_max[h], s[n][e]);
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2;
+          s[n][e] = masked_logit(s[n][e], true, p.softcap, logit_scale[h], base2_scale[h]);
+          tile_max[h] = nan_max(tile_max[h], s[n][e]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < L::kNt; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2, i = n * 8 + 2 * c + (e % 2), j = tile0 + i;
+          const bool ok = ((readable >> i) & 1u) != 0 && j >= seen[h].first && j <= seen[h].last;
+          s[n][e] = masked_logit(s[n][e], ok, p.softcap, logit_scale[h], base2_scale[h]);
+          tile_max[h] = nan_max(tile_max[h], s[n][e]);
+        }
       }
     }
     uint32_t pa[L::kNt][2];
-    softmax_tile<Tag>(s, tile_max, m, l, acc, pa);
+    softmax_tile<MmaTag, kPShift>(s, tile_max, m, l, acc, pa);
     // O += P^ V: b0 of n-tile n pairs keys 2c, 2c + 1 of dim n of the lane's share, b1 keys
     // 2c + 8, 2c + 9.
 #pragma unroll
@@ -240,16 +377,16 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_mma_decode_kernel
           if constexpr (kFp8) {
             const int word = n / 4, sel = (n % 4) == 0 ? 0x5140 : 0x7362;
             const uint32_t both = __byte_perm(k0[word], k1[word], sel);  // dims n, n + 1 of both keys
-            b[0][pair] = widen_fp8x2<Tag>(both, e5m2);
-            b[1][pair] = widen_fp8x2<Tag>(both >> 16, e5m2);
+            b[0][pair] = widen_fp8x2<MmaTag>(both, e5m2);
+            b[1][pair] = widen_fp8x2<MmaTag>(both >> 16, e5m2);
           } else {
             const int word = n / 2;
             b[0][pair] = __byte_perm(k0[word], k1[word], 0x5410);
             b[1][pair] = __byte_perm(k0[word], k1[word], 0x7632);
           }
         }
-        mma16816<Tag>(acc[n], a, b[0][0], b[0][1]);
-        mma16816<Tag>(acc[n + 1], a, b[1][0], b[1][1]);
+        mma16816<MmaTag>(acc[n], a, b[0][0], b[0][1]);
+        mma16816<MmaTag>(acc[n + 1], a, b[1][0], b[1][1]);
       }
     }
   };
@@ -268,18 +405,45 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_mma_decode_kernel
       table_s[i] = block >= 0 && block < p.num_blocks ? int(block) : -1;
     }
     __syncthreads();
-    int tile0 = int(chunk0) + warp * L::kWarpKeys;
-    if (tile0 > chunk_last) continue;
-    Tile cur;
-    load_tile(cur, tile0);
-    for (; tile0 <= chunk_last; tile0 += kCtaKeys) {
-      Tile next;
-      const bool more = tile0 + kCtaKeys <= chunk_last;
-      if (more) load_tile(next, tile0 + kCtaKeys);
-      consume(cur, tile0);
-      if (more) cur = next;
+    // The warp's tiles of the chunk: warp w takes tiles w, w + 4, ...
+    const int first = int(chunk0) + warp * L::kWarpKeys;
+    const int tiles = first > chunk_last ? 0 : (chunk_last - first) / kCtaKeys + 1;
+    if constexpr (kFp8) {
+      // stages - 1 tiles in flight beside the one computed.
+      for (int i = 0; i < stages - 1; ++i) {
+        if (i < tiles) issue_tile(i, first + i * kCtaKeys);
+        cp_async_commit();
+      }
+      for (int i = 0; i < tiles; ++i) {
+        const int ahead = i + stages - 1;
+        if (ahead < tiles) issue_tile(ahead % stages, first + ahead * kCtaKeys);
+        cp_async_commit();
+        if (stages == 3) {  // tile i has landed
+          cp_async_wait_group<2>();
+        } else {
+          cp_async_wait_group<1>();
+        }
+        Tile t;
+        const uint32_t readable = fetch_tile(t, i % stages);
+        consume(t, readable, first + i * kCtaKeys);
+      }
+    } else {
+      // Two tiles in flight, in two register sets taken in turn (a copy of 64 registers a tile
+      // otherwise).
+      Tile even, odd;
+      uint32_t readable_even = 0, readable_odd = 0;
+      if (tiles > 0) readable_even = load_tile(even, first);
+      for (int i = 0; i < tiles; i += 2) {
+        if (i + 1 < tiles) readable_odd = load_tile(odd, first + (i + 1) * kCtaKeys);
+        consume(even, readable_even, first + i * kCtaKeys);
+        if (i + 1 >= tiles) break;
+        if (i + 2 < tiles) readable_even = load_tile(even, first + (i + 2) * kCtaKeys);
+        consume(odd, readable_odd, first + (i + 1) * kCtaKeys);
+      }
     }
   }
+  if constexpr (kFp8) cp_async_wait_all();
+  __syncthreads();  // the merge buffer below reuses the stages of other warps
 
   // Row sums over the 4 lanes of a row, then the 4 warps' states merged.
 #pragma unroll
@@ -322,10 +486,15 @@ template <typename Tag, int kD, bool kFp8>
 void launch_decode_instance(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
   constexpr auto kernel = paged_attention_mma_decode_kernel<Tag, kD, kFp8>;
   static_assert(attention_mma_decode_merge_row(kD) == 8 * (kD / 8 + 4) + 1, "the kernel's merge row");
-  constexpr size_t smem = attention_mma_decode_shared_bytes(kD);
+  // The plan's stages (2 or 3 for an FP8 cache; anything else takes the fewest).
+  const int stages = !kFp8 ? 0
+                     : l.decode_stages == kAttentionMmaDecodeMaxStages ? kAttentionMmaDecodeMaxStages
+                                                                       : kAttentionMmaDecodeMinStages;
+  const size_t smem = attention_mma_decode_shared_bytes(kD, kFp8, stages);
   cuda::allow_dynamic_smem<kernel>(int(smem));
   const dim3 grid(unsigned(l.items_bound), unsigned(p.num_kv_heads), unsigned(p.splits));
-  cuda::launch_pdl(kernel, grid, kThreads, smem, stream, p, l.cache_dtype == KvCacheDtype::kFp8E5M2, l.q_vector);
+  cuda::launch_pdl(kernel, grid, kThreads, smem, stream, p, l.cache_dtype == KvCacheDtype::kFp8E5M2, l.q_vector,
+                   stages);
   FP8KIT_CHECK_LAUNCH(stream, "paged_attention_mma_decode_kernel");
 }
 

@@ -14,6 +14,16 @@ inline constexpr int kAttentionMmaTileKeys = 64;
 inline constexpr int64_t kAttentionMmaDecodeMaxHeadSize = 128;
 inline constexpr int kAttentionMmaDecodeWarps = 4;
 inline constexpr int kAttentionMmaDecodeTableSlots = 512;
+// An FP8 cache's tiles in the decode kernel go through shared memory (cp.async) in 2 or 3 stages a
+// warp, as the device's shared memory allows (the plan picks); a 16-bit cache's are held in
+// registers, two a warp.
+inline constexpr int kAttentionMmaDecodeMinStages = 2;
+inline constexpr int kAttentionMmaDecodeMaxStages = 3;
+
+// One warp's tile of the decode kernel: 32 keys of an FP8 cache, 16 of a 16-bit one, K and V.
+constexpr size_t attention_mma_decode_stage_bytes(int64_t head_size, int element_bytes) {
+  return size_t(element_bytes == 1 ? 32 : 16) * size_t(head_size) * size_t(element_bytes) * 2;
+}
 
 // The decode kernel's merge buffer: a row holds a lane's 8 shares of D / 8 values at a stride of
 // D / 8 + 4 floats, and the row stride is 1 modulo 32 banks, so the 32 lanes' stores of one value
@@ -23,12 +33,17 @@ constexpr int64_t attention_mma_decode_merge_row(int64_t head_size) {
   return 8 * attention_mma_decode_merge_share(head_size) + 1;
 }
 
-// The decode kernel's shared memory: q [16][D + 8] 16-bit, the block-table chunk, the 4 warps'
-// merge states.
-constexpr size_t attention_mma_decode_shared_bytes(int64_t head_size) {
-  return size_t(16) * size_t(head_size + 8) * 2 + size_t(kAttentionMmaDecodeTableSlots) * 4 +
-         size_t(kAttentionMmaDecodeWarps) * 16 * size_t(attention_mma_decode_merge_row(head_size)) * 4 +
-         size_t(kAttentionMmaDecodeWarps) * 16 * 2 * 4;
+// The decode kernel's shared memory: q [16][D + 8] 16-bit, the block-table chunk, the rows' q
+// exponents, then (FP8 cache) the 4 warps' stages, each lane's word of which keys of a stage are
+// readable, and, over them after the key loop, the 4 warps' merge states.
+constexpr size_t attention_mma_decode_shared_bytes(int64_t head_size, bool fp8, int stages) {
+  const size_t staged = fp8 ? size_t(kAttentionMmaDecodeWarps) * size_t(stages) *
+                                  (attention_mma_decode_stage_bytes(head_size, 1) + 32 * 4)
+                            : 0;
+  const size_t merge = size_t(kAttentionMmaDecodeWarps) * 16 * size_t(attention_mma_decode_merge_row(head_size)) * 4 +
+                       size_t(kAttentionMmaDecodeWarps) * 16 * 2 * 4;
+  return size_t(16) * size_t(head_size + 8) * 2 + size_t(kAttentionMmaDecodeTableSlots) * 4 + 16 * 4 +
+         (staged > merge ? staged : merge);
 }
 
 constexpr int attention_mma_stages(int64_t head_size) { return head_size >= 256 ? 1 : 2; }
@@ -45,11 +60,13 @@ constexpr size_t attention_mma_tile_shared_bytes(int64_t head_size, int warps_m)
   return q + flags + (tiles > merge ? tiles : merge);
 }
 
-// What a launch of the tensor-core kernels needs (attention_mma_instances.cuh): 16-row items up to
-// kAttentionMmaDecodeMaxHeadSize run the decode kernel, the others the tile kernel.
+// The least a launch of the tensor-core kernels needs (attention_mma_instances.cuh): 16-row items
+// up to kAttentionMmaDecodeMaxHeadSize run the decode kernel (an FP8 cache in its fewest
+// stages: the most of the two cache kinds), the others the tile kernel.
 constexpr size_t attention_mma_shared_bytes(int64_t head_size, int warps_m) {
-  return warps_m == 1 && head_size <= kAttentionMmaDecodeMaxHeadSize ? attention_mma_decode_shared_bytes(head_size)
-                                                                     : attention_mma_tile_shared_bytes(head_size, warps_m);
+  return warps_m == 1 && head_size <= kAttentionMmaDecodeMaxHeadSize
+             ? attention_mma_decode_shared_bytes(head_size, true, kAttentionMmaDecodeMinStages)
+             : attention_mma_tile_shared_bytes(head_size, warps_m);
 }
 
 }  // namespace fp8kit::ops

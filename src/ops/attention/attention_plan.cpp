@@ -104,10 +104,16 @@ PagedAttentionPlan plan_paged_attention(const PagedAttentionDesc& d, const Overr
   // 16-row items up to kAttentionMmaDecodeMaxHeadSize run the decode kernel (attention_mma_instances.cuh).
   const bool decode_kernel = plan.kernel == AttentionKernel::kMma && plan.rows_per_item == 16 &&
                              d.head_size <= kAttentionMmaDecodeMaxHeadSize;
+  if (decode_kernel && d.cache_dtype != KvCacheDtype::kAuto) {
+    const bool deep = int64_t(attention_mma_decode_shared_bytes(d.head_size, true, kAttentionMmaDecodeMaxStages)) <=
+                      d.max_shared_bytes;
+    plan.decode_stages = deep ? kAttentionMmaDecodeMaxStages : kAttentionMmaDecodeMinStages;
+  }
   plan.reason = std::string(attention_kernel_name(plan.kernel)) + (decode_kernel ? " decode" : "") +
                 (rejected.empty() || plan.kernel == AttentionKernel::kMma ? "" : " (" + rejected + ")") + ", " +
                 std::to_string(plan.rows_per_item) + "-row items (" + std::to_string(items_estimate) + " x " +
-                std::to_string(d.num_kv_heads) + " KV heads), " + std::to_string(plan.splits) + " split(s)";
+                std::to_string(d.num_kv_heads) + " KV heads), " + std::to_string(plan.splits) + " split(s)" +
+                (plan.decode_stages > 0 ? ", " + std::to_string(plan.decode_stages) + " stages" : "");
   return plan;
 }
 

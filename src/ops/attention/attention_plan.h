@@ -52,6 +52,9 @@ struct PagedAttentionPlan {
   int warps_m = 1;          // mma: warps along the rows (16 each); warps_m * warps_n = 4
   int warps_n = 4;          // mma: warps along a tile's keys
   int splits = 1;           // key ranges per item, merged by the combine kernel when > 1
+  // mma decode kernel with an FP8 cache: its tiles' stages in shared memory a warp (2 or 3, as
+  // many as the device's shared memory holds; 0 otherwise).
+  int decode_stages = 0;
   int64_t items_bound = 0;  // grid size along the items: at least the items any metadata can need
   // Scratch on the device (workspace bytes, 256-byte aligned offsets): the item list and its count,
   // then (splits > 1) the partials.
