@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_cpu_floors.h"
+#include "core/parallel.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/model/engine.h"
 #include "fp8kit/runtime/forward_context.h"
@@ -131,7 +132,9 @@ int main(int argc, char** argv) {
     std::vector<double> pp, tg;
     for (int r = 0; r < runs; ++r) pp.push_back(time_prefill(engine, ctx, ids, prompt));
     time_decode(engine, ctx, ids, std::min<int64_t>(decode, 8));
+    const uint64_t jobs_before = pool_jobs();
     for (int r = 0; r < runs; ++r) tg.push_back(time_decode(engine, ctx, ids, decode));
+    const double jobs_per_token = double(pool_jobs() - jobs_before) / double(runs * decode);
     const uint64_t bytes = checkpoint_bytes(model);
     std::vector<double> bw;
     for (int r = 0; r < 3; ++r) bw.push_back(bench::read_bandwidth_gbs(size_t(bytes), 1, threads));
@@ -149,6 +152,7 @@ int main(int argc, char** argv) {
     j["decode"] = decode;
     j["tg_tok_s"] = double(decode) / tg_s;
     j["tg_runs_s"] = tg;
+    j["pool_jobs_per_token"] = jobs_per_token;  // hand-offs to the thread pool per decode token
     j["bytes_per_token"] = bytes;
     j["read_gbs"] = read_gbs;
     j["floor_tok_s"] = read_gbs * 1e9 / double(bytes);

@@ -167,6 +167,9 @@ inline void mark_nan_rows(const GemmProblem& p, int64_t j0, int64_t rows, uint8_
 
 // Column blocks of the epilogue: a GEMV thread finalizes its outputs 64 columns at a time.
 inline constexpr int64_t kEpilogueCols = 64;
+// The GEMV's split of N between threads: 32 columns (a 64-byte line of 16-bit outputs), a
+// multiple of every family's rows per call.
+inline constexpr int64_t kGemvUnitCols = 32;
 
 // Per-thread scratch of the epilogue, looked up once per task (thread_local lookups cost a call
 // in position-independent code).
@@ -393,20 +396,22 @@ void run_gemv(const GemmProblem& p, const GemmPlan& plan) {
   K::convert_a(p, 0, p.m, a, lda, unit);
   const int r = K::gemv_rows_per_call(p.m);
   const GemvFn group = K::gemv_fn(p.b_type, p.m, r), single = K::gemv_fn(p.b_type, p.m, 1);
-  const int64_t blocks = (p.n + kEpilogueCols - 1) / kEpilogueCols;
+  // N is split between the threads in units of kGemvUnitCols columns (whole cache lines of the
+  // outputs), fine enough that the threads' shares of SmolLM2's 576 rows come out even.
+  const int64_t units = (p.n + kGemvUnitCols - 1) / kGemvUnitCols;
   // A K slice of whole chunks with M x slice activations in at most 16 KiB (half of L1).
   const int64_t chunk = p.chunk();
   const int64_t slice = std::max<int64_t>(1, (int64_t(16384 / sizeof(Elem)) / p.m) / chunk) * chunk;
-  // At least ~64 KiB of weights per hand-off.
+  // At least ~16 KiB of weights per chunk of the schedule.
   const int64_t grain =
-      std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, kEpilogueCols * p.k * operand_size(p.b_type)));
-  parallel_for_at_most(plan.threads, blocks, grain, [&](int64_t b0, int64_t b1) {
+      std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, kGemvUnitCols * p.k * operand_size(p.b_type)));
+  parallel_for_at_most(plan.threads, units, grain, [&](int64_t u0, int64_t u1) {
     float* partial = scratch<1>(size_t((slice / chunk) * p.m * r));
     float* tot = scratch<2>(size_t(p.m * kEpilogueCols));
     const EpilogueScratch es = EpilogueScratch::get(p.m, kEpilogueCols);
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t j0 = b * kEpilogueCols;
-      gemv_columns<K>(p, group, single, r, j0, std::min(kEpilogueCols, p.n - j0), a, lda, unit, slice, partial, tot, es);
+    const int64_t j1 = std::min(p.n, u1 * kGemvUnitCols);
+    for (int64_t j0 = u0 * kGemvUnitCols; j0 < j1; j0 += kEpilogueCols) {
+      gemv_columns<K>(p, group, single, r, j0, std::min(kEpilogueCols, j1 - j0), a, lda, unit, slice, partial, tot, es);
     }
   });
 }
