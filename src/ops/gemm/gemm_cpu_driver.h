@@ -350,6 +350,47 @@ GemvFn gemv_fn_8_any(Operand b, int64_t m, int r) {
   return nullptr;
 }
 
+// The block combines of a GEMV: the partials of `chunks` chunks from c0 of M rows x `rows`
+// columns (from column off of the block) joined into tot, with combine_chunk's arithmetic in its
+// order (so the same bits), but with the rows of the block scales looked up once a block of
+// columns (sa_row, sb_row) instead of once a chunk: a chunk of a 64-wide block is 64 weights a
+// row, and the lookups (a 64-bit division a column) cost several times the kernel's work on it.
+struct GemvBlockScales {
+  const float* sa_row[kGemvMaxRows];  // A's block scales of row i (kWeightBlock: unused)
+  const float* sb_row[kEpilogueCols];  // B's block scales of column j0 + j
+};
+
+template <Combine C>
+inline float combine_one(float t, float v, float a, float b) {
+  if constexpr (C == Combine::kScaledMmBlock) return t + (v * a) * b;
+  if constexpr (C == Combine::kMoeBlock) return std::fmaf(v * a, b, t);
+  return t + v * b;  // kWeightBlock
+}
+
+template <Combine C>
+void combine_gemv_chunks(const GemmProblem& p, const GemvBlockScales& s, int64_t c0, int64_t chunks, int64_t off,
+                         int64_t rows, const float* __restrict part, float* __restrict tot, int64_t cols,
+                         const float* unit) {
+  // The rows of one call share one row of B's scales unless they straddle a block of block_n.
+  const bool one_sb = s.sb_row[off] == s.sb_row[off + rows - 1];
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* pc = part + c * p.m * rows;
+    const int64_t cc = c0 + c;
+    for (int64_t i = 0; i < p.m; ++i) {
+      const float a = C == Combine::kWeightBlock ? 1.0f : s.sa_row[i][cc * p.block_sa_chunk];
+      const float u = unit[i];  // * unit: exact, a power of two
+      float* t = tot + i * cols + off;
+      const float* v = pc + i * rows;
+      if (one_sb) {
+        const float b = s.sb_row[off][cc * p.block_sb_chunk];
+        for (int64_t j = 0; j < rows; ++j) t[j] = combine_one<C>(t[j], v[j] * u, a, b);
+      } else {
+        for (int64_t j = 0; j < rows; ++j) t[j] = combine_one<C>(t[j], v[j] * u, a, s.sb_row[off + j][cc * p.block_sb_chunk]);
+      }
+    }
+  }
+}
+
 // Columns [j0, j0 + cols) (cols <= kEpilogueCols) through gemv calls of r rows (single-row
 // calls for a remainder), combined into one block of totals and finalized together.
 // K is walked in slices of whole chunks whose activations (M x slice floats) stay in L1 while
@@ -363,6 +404,11 @@ void gemv_columns(const GemmProblem& p, GemvFn group, GemvFn single, int r, int6
   std::fill(tot, tot + p.m * cols, 0.0f);
   uint8_t nan[kEpilogueCols] = {};
   bool any_nan = false;
+  GemvBlockScales bs;
+  if (p.combine != Combine::kSum) {
+    for (int64_t i = 0; i < p.m; ++i) bs.sa_row[i] = p.block_sa + (p.block_sa ? a_row(p, i) * p.block_sa_row : 0);
+    for (int64_t j = 0; j < cols; ++j) bs.sb_row[j] = p.block_sb + ((j0 + j) / p.block_n) * p.block_sb_row;
+  }
   for (int64_t k0 = 0; k0 < p.k; k0 += slice) {
     GemvArgs g;
     g.a = a + k0;
@@ -376,8 +422,21 @@ void gemv_columns(const GemmProblem& p, GemvFn group, GemvFn single, int r, int6
       const int rows = off + r <= cols ? r : 1;
       g.b = row_ptr(p.b, p.b_type, j0 + off, p.ldb) + k0 * elem;
       (rows == r ? group : single)(g);
-      for (int64_t c = 0; c < chunks; ++c) {
-        combine_chunk(p, c0 + c, 0, p.m, j0 + off, rows, partial + c * p.m * rows, rows, tot + off, cols, unit, es);
+      switch (p.combine) {
+        case Combine::kSum:
+          for (int64_t c = 0; c < chunks; ++c) {
+            combine_chunk(p, c0 + c, 0, p.m, j0 + off, rows, partial + c * p.m * rows, rows, tot + off, cols, unit, es);
+          }
+          break;
+        case Combine::kScaledMmBlock:
+          combine_gemv_chunks<Combine::kScaledMmBlock>(p, bs, c0, chunks, off, rows, partial, tot, cols, unit);
+          break;
+        case Combine::kMoeBlock:
+          combine_gemv_chunks<Combine::kMoeBlock>(p, bs, c0, chunks, off, rows, partial, tot, cols, unit);
+          break;
+        case Combine::kWeightBlock:
+          combine_gemv_chunks<Combine::kWeightBlock>(p, bs, c0, chunks, off, rows, partial, tot, cols, unit);
+          break;
       }
       if (g.nan_code) any_nan = true;
       off += rows;
