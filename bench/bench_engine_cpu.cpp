@@ -3,17 +3,22 @@
 // one-token decode steps from an empty context, one untimed run then the median of --runs. Beside
 // them, in the same run: the bytes a decode step touches (every tensor of the checkpoint, the tied
 // embedding read once as lm_head) and the read bandwidth of that many bytes on the same threads,
-// whose quotient is the decode floor. Prints one JSON object. Driven by bench/cpu_end_to_end.sh.
+// whose quotient is the decode floor, the pool jobs per decode token and the peak resident memory
+// before the floor's buffer. Prints one JSON object. Driven by bench/cpu_end_to_end.sh.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include <nlohmann/json.hpp>
 
 #include "bench_cpu_floors.h"
+#include "core/parallel.h"
 #include "fp8kit/checkpoint.h"
 #include "fp8kit/model/engine.h"
 #include "fp8kit/runtime/forward_context.h"
@@ -76,6 +81,20 @@ uint64_t checkpoint_bytes(const std::string& dir) {
   return bytes;
 }
 
+// A "Name: N kB" line of /proc/self/status (0 where there is none, as off Linux).
+double status_kb(const char* name) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  double kb = 0;
+  const size_t len = std::strlen(name);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, name, len) == 0) kb = std::atof(line + len);
+  }
+  std::fclose(f);
+  return kb;
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: bench_engine_cpu MODEL_DIR [--threads N] [--backend fast|reference] [--prompt 512] "
@@ -131,7 +150,15 @@ int main(int argc, char** argv) {
     std::vector<double> pp, tg;
     for (int r = 0; r < runs; ++r) pp.push_back(time_prefill(engine, ctx, ids, prompt));
     time_decode(engine, ctx, ids, std::min<int64_t>(decode, 8));
+    const uint64_t jobs_before = pool_jobs();
     for (int r = 0; r < runs; ++r) tg.push_back(time_decode(engine, ctx, ids, decode));
+    const double jobs_per_token = double(pool_jobs() - jobs_before) / double(runs * decode);
+    // Peak resident memory of the engine (mapped weights count as they are touched), taken before
+    // the floor's buffer of the checkpoint's size is allocated; and its file-backed part now.
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const double peak_rss_gb = double(usage.ru_maxrss) * 1024.0 * 1e-9;
+    const double rss_file_gb = status_kb("RssFile:") * 1024.0 * 1e-9;
     const uint64_t bytes = checkpoint_bytes(model);
     std::vector<double> bw;
     for (int r = 0; r < 3; ++r) bw.push_back(bench::read_bandwidth_gbs(size_t(bytes), 1, threads));
@@ -149,6 +176,9 @@ int main(int argc, char** argv) {
     j["decode"] = decode;
     j["tg_tok_s"] = double(decode) / tg_s;
     j["tg_runs_s"] = tg;
+    j["pool_jobs_per_token"] = jobs_per_token;  // hand-offs to the thread pool per decode token
+    j["peak_rss_gb"] = peak_rss_gb;
+    j["rss_file_gb"] = rss_file_gb;
     j["bytes_per_token"] = bytes;
     j["read_gbs"] = read_gbs;
     j["floor_tok_s"] = read_gbs * 1e9 / double(bytes);

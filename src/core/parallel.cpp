@@ -4,6 +4,7 @@
 #include "core/parallel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <thread>
 
@@ -39,14 +40,35 @@ std::unique_ptr<ThreadPool> start_pool() {
   return pool;
 }
 
+std::atomic<ThreadPool*> g_started{nullptr};
+
 ThreadPool& pool() {
   // A function-local static: started once, by the first caller; an Error from a bad
   // FP8KIT_NUM_THREADS leaves it unstarted, and the next call reports it again.
-  static const std::unique_ptr<ThreadPool> p = start_pool();
+  static const std::unique_ptr<ThreadPool> p = [] {
+    auto started = start_pool();
+    g_started.store(started.get(), std::memory_order_release);
+    return started;
+  }();
   return *p;
 }
 
 }  // namespace
+
+ChunkSchedule chunk_schedule(int64_t n, int64_t grain, int threads) {
+  grain = std::max<int64_t>(grain, 1);
+  threads = std::max(threads, 1);
+  ChunkSchedule s;
+  s.n = n;
+  s.big = n * 3 / (4 * int64_t(threads)) / grain * grain;  // whole grains
+  if (s.big == 0) {  // too few grains for a large chunk each: chunks of about n / (4 threads)
+    s.small = std::max(grain, ceil_div(n, int64_t(threads) * 4));
+    return s;
+  }
+  s.heads = threads;
+  s.small = std::max(grain, (n - s.big * threads) / (2 * int64_t(threads)));
+  return s;
+}
 
 int max_threads() { return std::clamp(4 * hardware_threads(), 64, 1024); }
 
@@ -65,7 +87,12 @@ int parse_thread_count(std::string_view text, std::string_view what) {
 
 int num_threads() { return pool().size(); }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+uint64_t pool_jobs() {
+  const ThreadPool* p = g_started.load(std::memory_order_acquire);
+  return p != nullptr ? p->jobs() : 0;
+}
+
+void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   if (ThreadPool::inside_job()) {  // nested: serial, and before pool() so a worker never starts one
@@ -77,17 +104,14 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     fn(0, n);
     return;
   }
-  // A few chunks per thread balance uneven work without much overhead.
-  const int64_t max_chunks = static_cast<int64_t>(threads) * 4;
-  const int64_t chunk = std::max(grain, ceil_div(n, max_chunks));
-  const int64_t chunks = ceil_div(n, chunk);
-  pool().run(chunks, [&](int64_t i) {
-    const int64_t begin = i * chunk;
-    fn(begin, std::min(n, begin + chunk));
+  const ChunkSchedule s = chunk_schedule(n, grain, threads);
+  pool().run(s.chunks(), [&](int64_t i) {
+    const auto [begin, end] = s.range(i);
+    fn(begin, end);
   });
 }
 
-void parallel_for_at_most(int max_threads, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_for_at_most(int max_threads, int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   if (ThreadPool::inside_job()) {  // nested: serial, as parallel_for

@@ -11,6 +11,18 @@ thread_local bool t_inside_job = false;
 // Spins of the wait loops before they sleep: 4096 pause instructions, some tens of microseconds.
 constexpr int kSpins = 4096;
 
+// Fields of the job word (thread_pool.h): next chunk and chunk count of 20 bits each, the rest
+// the generation (wrapping; a worker that misses one job of 2^24 only does not help with it).
+constexpr int kFieldBits = 20;
+constexpr uint64_t kFieldMask = (uint64_t(1) << kFieldBits) - 1;
+constexpr int64_t kMaxChunksPerJob = int64_t(kFieldMask);
+constexpr int kGenerationShift = 2 * kFieldBits;
+constexpr uint64_t kGenerationMask = (uint64_t(1) << (64 - kGenerationShift)) - 1;
+
+uint64_t next_of(uint64_t job) { return job & kFieldMask; }
+uint64_t chunks_of(uint64_t job) { return (job >> kFieldBits) & kFieldMask; }
+uint64_t generation_of(uint64_t job) { return job >> kGenerationShift; }
+
 void pause() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -46,63 +58,89 @@ ThreadPool::~ThreadPool() {
 
 bool ThreadPool::inside_job() { return t_inside_job; }
 
-void ThreadPool::run(int64_t chunks, const std::function<void(int64_t)>& body) {
-  std::lock_guard<std::mutex> serial(run_mutex_);  // one job at a time
-  body_ = &body;
-  chunks_.store(chunks, std::memory_order_relaxed);
-  next_.store(0, std::memory_order_relaxed);
-  finished_.store(0, std::memory_order_relaxed);
+void ThreadPool::run(int64_t chunks, FunctionRef<void(int64_t)> body) {
+  std::lock_guard<std::mutex> serial(run_mutex_);
   error_ = nullptr;
-  {
-    // Under the mutex, so that a worker checking whether to sleep sees it or is woken.
-    std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-  wake_.notify_all();
-  drain();
-  const int workers = static_cast<int>(workers_.size());
-  const auto all_done = [&] { return finished_.load(std::memory_order_acquire) == workers; };
-  for (int spin = 0; spin < kSpins && !all_done(); ++spin) pause();
-  if (!all_done()) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, all_done);
+  for (int64_t first = 0; first < chunks; first += kMaxChunksPerJob) {
+    run_job(first, std::min(kMaxChunksPerJob, chunks - first), body);
   }
   body_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::drain() {
+void ThreadPool::run_job(int64_t first, int64_t chunks, const FunctionRef<void(int64_t)>& body) {
+  body_ = &body;
+  first_ = first;
+  if (workers_.empty() || chunks == 1) {  // nothing to hand off: the word stays as it is
+    for (int64_t i = 0; i < chunks; ++i) run_chunk(first + i);
+    return;
+  }
+  unfinished_.store(chunks, std::memory_order_relaxed);
+  generation_ = (generation_ + 1) & kGenerationMask;
+  const uint64_t job = (generation_ << kGenerationShift) | (uint64_t(chunks) << kFieldBits);
+  jobs_.fetch_add(1, std::memory_order_relaxed);
+  job_.store(job, std::memory_order_seq_cst);  // publishes body_, first_ and unfinished_
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lock(mutex_); }  // a worker between its check and its wait
+    wake_.notify_all();
+  }
+  drain(job);
+  const auto done = [&] { return unfinished_.load(std::memory_order_seq_cst) == 0; };
+  for (int spin = 0; spin < kSpins && !done(); ++spin) pause();
+  if (!done()) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    caller_sleeps_.store(true, std::memory_order_seq_cst);
+    done_.wait(lock, done);
+    caller_sleeps_.store(false, std::memory_order_relaxed);
+  }
+}
+
+void ThreadPool::run_chunk(int64_t i) {
   t_inside_job = true;
-  for (;;) {
-    const int64_t i = next_.fetch_add(1);
-    if (i >= chunks_.load()) break;
-    try {
-      (*body_)(i);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) error_ = std::current_exception();
-    }
+  try {
+    (*body_)(i);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::current_exception();
   }
   t_inside_job = false;
 }
 
+uint64_t ThreadPool::drain(uint64_t job) {
+  // The chunks this thread ran are counted off unfinished_ together once it finds none left to
+  // claim (one write to a shared line per thread and job, not per chunk). Until then the job
+  // cannot end, so a failed claim shows the same job, and a later one only when `done` is 0.
+  int64_t done = 0;
+  while (next_of(job) < chunks_of(job)) {
+    // On failure `job` is the word now, possibly a later job's: claims continue from that one.
+    if (!job_.compare_exchange_weak(job, job + 1, std::memory_order_acquire, std::memory_order_acquire)) continue;
+    run_chunk(first_ + int64_t(next_of(job)));
+    ++done;
+    job = job_.load(std::memory_order_acquire);
+  }
+  if (done > 0 && unfinished_.fetch_sub(done, std::memory_order_seq_cst) == done &&
+      caller_sleeps_.load(std::memory_order_seq_cst)) {
+    { std::lock_guard<std::mutex> lock(mutex_); }  // run() between its check and its wait
+    done_.notify_all();
+  }
+  return job;
+}
+
 void ThreadPool::work() {
-  uint64_t seen = 0;
+  uint64_t seen = 0;  // generation of the last job this worker found with every chunk claimed
+  const auto published = [&] {
+    return stop_.load(std::memory_order_seq_cst) || generation_of(job_.load(std::memory_order_seq_cst)) != seen;
+  };
   for (;;) {
-    const auto published = [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; };
     for (int spin = 0; spin < kSpins && !published(); ++spin) pause();
     if (!published()) {
       std::unique_lock<std::mutex> lock(mutex_);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
       wake_.wait(lock, published);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (stop_.load()) return;
-    seen = generation_.load(std::memory_order_acquire);
-    drain();
-    // (workers_ is complete: run() starts jobs only after the constructor returned)
-    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<int>(workers_.size())) {
-      std::lock_guard<std::mutex> lock(mutex_);  // run() checks under it before it sleeps
-      done_.notify_all();
-    }
+    seen = generation_of(drain(job_.load(std::memory_order_acquire)));
   }
 }
 

@@ -1,9 +1,12 @@
 // ThreadPool: worker threads that drain the chunks of one job at a time with the calling thread
-// (parallel.h's parallel_for runs on the process-wide one). Between jobs a worker spins for a
-// short while before it sleeps, and so does run() waiting for the workers: a decode step of a
-// small model is hundreds of jobs of tens of microseconds, and a futex wake-up per job cost
-// about as much as the job. A worker that cannot be started
-// leaves the pool smaller, never hung: it runs with the threads it got. Not a public header.
+// (parallel.h's parallel_for runs on the process-wide one). A decode step of a small model is
+// about a hundred jobs of tens of microseconds, so a job's hand-off is one atomic word: run()
+// publishes it, every thread claims chunks from it by compare-and-swap, and run() returns when
+// the chunks are done, without waiting for workers that did not take part (on a loaded machine
+// a worker may not run for milliseconds). Between jobs a worker spins for a short while before it
+// sleeps, and so does run() waiting for a chunk another thread holds; the mutex and the
+// notifications are used only when a thread sleeps. A worker that cannot be started leaves the
+// pool smaller, never hung: it runs with the threads it got. Not a public header.
 // Tested in tests/cpu/test_parallel.cpp.
 #pragma once
 
@@ -11,11 +14,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "core/function_ref.h"
 
 namespace fp8kit {
 
@@ -32,30 +36,48 @@ class ThreadPool {
   const std::string& start_failure() const { return start_failure_; }  // empty when all started
 
   // Calls body(i) for every i in [0, chunks) on the workers and the calling thread; returns when
-  // all are done and rethrows the first exception. One job at a time.
-  void run(int64_t chunks, const std::function<void(int64_t)>& body);
+  // all are done and rethrows the first exception. One job at a time; each thread takes its
+  // chunks in increasing order.
+  void run(int64_t chunks, FunctionRef<void(int64_t)> body);
+
+  // Jobs published to the workers since the pool started (run() calls of more than one chunk on
+  // a pool with workers): what a decode step costs in hand-offs.
+  uint64_t jobs() const { return jobs_.load(std::memory_order_relaxed); }
 
   // Whether the calling thread is inside a job's chunk (nested parallel_for calls run serially).
   static bool inside_job();
 
  private:
-  void drain();
+  void run_job(int64_t first, int64_t chunks, const FunctionRef<void(int64_t)>& body);
+  uint64_t drain(uint64_t job);
+  void run_chunk(int64_t i);
   void work();
 
   std::vector<std::thread> workers_;
   std::string start_failure_;
-  std::mutex run_mutex_, mutex_;
-  std::condition_variable wake_, done_;
-  const std::function<void(int64_t)>* body_ = nullptr;
-  std::atomic<int64_t> chunks_{0};
-  std::atomic<int64_t> next_{0};
-  // A job is published by a new generation; each worker drains it once and counts itself in
-  // finished_, and run() returns only when every worker has, so none is still in drain() when the
-  // next job resets the counters.
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> finished_{0};
-  std::atomic<bool> stop_{false};
+  std::mutex run_mutex_;  // one job at a time
+
+  // The job word: generation (bits 40-63), chunks (bits 20-39) and the next chunk to claim (bits
+  // 0-19). A thread claims chunk `next` by a compare-and-swap that adds one, so a worker that
+  // wakes after its job ended (or during a later one) claims only from the job published now and
+  // never runs a chunk of one whose run() returned.
+  alignas(64) std::atomic<uint64_t> job_{0};
+  alignas(64) std::atomic<int64_t> unfinished_{0};  // chunks of the current job not yet done
+  // Written by run() before the job word is published; read by a thread only after it claimed a
+  // chunk of that job, whose run() cannot return before the chunk is done.
+  const FunctionRef<void(int64_t)>* body_ = nullptr;
+  int64_t first_ = 0;  // index of chunk 0 of the job (run() splits more chunks than a word holds)
   std::exception_ptr error_;
+
+  // Sleeping: a worker counts itself in sleepers_ and a waiting run() sets caller_sleeps_ before
+  // they wait under mutex_, so that run() and the last chunk notify only when someone sleeps.
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> caller_sleeps_{false};
+  std::atomic<bool> stop_{false};
+  uint64_t generation_ = 0;  // of the last job published (run() only)
+  std::atomic<uint64_t> jobs_{0};
 };
 
 }  // namespace fp8kit

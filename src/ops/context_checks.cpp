@@ -19,4 +19,9 @@ void require_reference_backend(std::string_view op, Device device) {
 
 int work_parts(const ForwardContext& ctx) { return std::max(1, ctx.num_threads()); }
 
+int work_parts(const ForwardContext& ctx, int64_t work, int64_t per_part) {
+  const int64_t parts = work / std::max<int64_t>(per_part, 1);
+  return int(std::clamp<int64_t>(parts, 1, work_parts(ctx)));
+}
+
 }  // namespace fp8kit::ops::detail

@@ -20,4 +20,8 @@ void require_reference_backend(std::string_view op, Device device);
 // The number of parts a CPU op splits its work into: the context's thread count, at least 1.
 int work_parts(const ForwardContext& ctx);
 
+// As many parts as `work` fills with at least `per_part` of it each, from 1 to work_parts(ctx): a
+// decode step's small ops run on one thread, where a hand-off would cost more than the op.
+int work_parts(const ForwardContext& ctx, int64_t work, int64_t per_part);
+
 }  // namespace fp8kit::ops::detail

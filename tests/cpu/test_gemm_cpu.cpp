@@ -72,11 +72,23 @@ Tensor run_fast(const MmCase& c, const GemmPlan& plan) {
   return out;
 }
 
-enum class Scaling { kTensor, kTokenTensor, kTensorChannel, kTokenChannel, kBlock128, kBlock64, kBlock32x16 };
+// kBlock20x32: blocks of 20 output rows, which a GEMV call's rows straddle (one row of B's scales
+// per column there, not one per call).
+enum class Scaling { kTensor, kTokenTensor, kTensorChannel, kTokenChannel, kBlock128, kBlock64, kBlock32x16, kBlock20x32 };
 const char* name(Scaling s) {
   const char* names[] = {"tensor", "token x tensor", "tensor x channel", "token x channel", "block 128x128",
-                         "block 64x64", "block 32x16"};
+                         "block 64x64", "block 32x16", "block 20x32"};
   return names[int(s)];
+}
+
+int64_t block_k_of(Scaling s) {
+  switch (s) {
+    case Scaling::kBlock128: return 128;
+    case Scaling::kBlock64: return 64;
+    case Scaling::kBlock32x16: return 16;
+    case Scaling::kBlock20x32: return 32;
+    default: return 1;
+  }
 }
 
 MmCase make_case(int64_t m, int64_t n, int64_t k, Scaling s, DType out, bool bias, bool grid, std::mt19937& rng) {
@@ -92,8 +104,8 @@ MmCase make_case(int64_t m, int64_t n, int64_t k, Scaling s, DType out, bool bia
     case Scaling::kTensorChannel: c.sa = scales({1}), c.sb = scales({n}); break;
     case Scaling::kTokenChannel: c.sa = scales({m}), c.sb = scales({n, 1}); break;
     default: {
-      const int64_t bn = s == Scaling::kBlock128 ? 128 : s == Scaling::kBlock64 ? 64 : 32;
-      const int64_t bk = s == Scaling::kBlock128 ? 128 : s == Scaling::kBlock64 ? 64 : 16;
+      const int64_t bn = s == Scaling::kBlock128 ? 128 : s == Scaling::kBlock64 ? 64 : s == Scaling::kBlock20x32 ? 20 : 32;
+      const int64_t bk = block_k_of(s);
       c.block = std::make_pair(bn, bk);
       c.sa = scales({m, k / bk});
       c.sb = scales({(n + bn - 1) / bn, k / bk});
@@ -104,7 +116,6 @@ MmCase make_case(int64_t m, int64_t n, int64_t k, Scaling s, DType out, bool bia
   return c;
 }
 
-int64_t block_k_of(Scaling s) { return s == Scaling::kBlock128 ? 128 : s == Scaling::kBlock64 ? 64 : s == Scaling::kBlock32x16 ? 16 : 1; }
 
 // The AVX-512-BF16 family serves e4m3 x e4m3 with K chunks of whole 32-element steps.
 bool bf16_family(Scaling s) { return s != Scaling::kBlock32x16; }
@@ -114,7 +125,7 @@ TEST(GemmCpu, ScaledMmExactOnIntegerGridsForEveryPlan) {
   const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1}, {1, 33, 100}, {2, 7, 31}, {3, 9, 64}, {5, 16, 129},
                                                       {8, 24, 513}, {9, 5, 40}, {17, 70, 1030}, {4, 129, 256}};
   for (Scaling s : {Scaling::kTensor, Scaling::kTokenTensor, Scaling::kTensorChannel, Scaling::kTokenChannel,
-                    Scaling::kBlock128, Scaling::kBlock64, Scaling::kBlock32x16}) {
+                    Scaling::kBlock128, Scaling::kBlock64, Scaling::kBlock32x16, Scaling::kBlock20x32}) {
     for (auto [m, n, k] : shapes) {
       const int64_t bk = block_k_of(s);
       k = std::max<int64_t>(bk, k / bk * bk);  // block scaling: K divisible by block_k
@@ -166,13 +177,14 @@ void fp64_reference(const MmCase& c, std::vector<double>& ref, std::vector<doubl
 TEST(GemmCpu, ScaledMmRandomWithinTheF32AccumulationBound) {
   std::mt19937 rng(2);
   const std::vector<std::array<int64_t, 3>> shapes = {{1, 300, 4096}, {3, 40, 1000}, {8, 17, 2050}, {20, 33, 1536}};
-  for (Scaling s : {Scaling::kTokenChannel, Scaling::kTensor, Scaling::kBlock128}) {
+  for (Scaling s : {Scaling::kTokenChannel, Scaling::kTensor, Scaling::kBlock128, Scaling::kBlock64, Scaling::kBlock20x32}) {
     for (auto [m, n, k] : shapes) {
-      if (s == Scaling::kBlock128) k = k / 128 * 128;
+      const int64_t bk = block_k_of(s);
+      if (bk > 1) k = k / bk * bk;
       const MmCase c = make_case(m, n, k, s, DType::kF32, false, false, rng);
       std::vector<double> ref, mag;
       fp64_reference(c, ref, mag);
-      const int64_t chunk = s == Scaling::kBlock128 ? 128 : 512;
+      const int64_t chunk = bk > 1 ? bk : 512;
       const double adds = double(std::min(chunk, k) / 8 + 3 + (k + chunk - 1) / chunk + 3);
       for (const NamedPlan& p : plans_for(m, bf16_family(s))) {
         const Tensor y = run_fast(c, p.plan);
@@ -192,9 +204,10 @@ TEST(GemmCpu, ScaledMmRandomWithinTheF32AccumulationBound) {
 // batch size never changes a token's output.
 TEST(GemmCpu, ScaledMmGemvAndPanelGiveTheSameBits) {
   std::mt19937 rng(3);
-  for (Scaling s : {Scaling::kTokenChannel, Scaling::kBlock128}) {
+  for (Scaling s : {Scaling::kTokenChannel, Scaling::kBlock128, Scaling::kBlock64, Scaling::kBlock20x32}) {
     for (int64_t m = 1; m <= 8; ++m) {
-      const MmCase c = make_case(m, 37, s == Scaling::kBlock128 ? 1152 : 1100, s, DType::kF32, true, false, rng);
+      const int64_t bk = block_k_of(s);
+      const MmCase c = make_case(m, 37, bk > 1 ? 1152 / bk * bk : 1100, s, DType::kF32, true, false, rng);
       for (GemmKernel kernel : {GemmKernel::kPortable, GemmKernel::kAvx2, GemmKernel::kAvx512Bf16}) {
         std::vector<Tensor> results;
         for (const NamedPlan& p : plans_for(m, true)) {

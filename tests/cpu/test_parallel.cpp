@@ -10,6 +10,8 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -93,6 +95,90 @@ TEST(ThreadPool, RunsWithTheThreadsItGot) {
   ThreadPool full(4);  // the default stack again
   EXPECT_EQ(full.size(), 4);
   EXPECT_TRUE(full.start_failure().empty());
+}
+
+TEST(FunctionRef, CallsTheCallableItRefersToWithoutCopyingIt) {
+  struct Counter {
+    int calls = 0;
+    Counter() = default;
+    Counter(const Counter&) = delete;
+    int operator()(int x) { return x + ++calls; }
+  } counter;
+  const FunctionRef<int(int)> f = counter;
+  EXPECT_EQ(f(10), 11);
+  EXPECT_EQ(f(10), 12);
+  EXPECT_EQ(counter.calls, 2);
+  int captured = 0;
+  const auto lambda = [&](int x) { return captured += x; };
+  const FunctionRef<int(int)> g = lambda;
+  g(3);
+  EXPECT_EQ(g(4), 7);
+}
+
+// The schedule covers [0, n) in order with disjoint chunks, every one but the last at least a
+// grain; on 2 threads a decode GEMV's 18 units are 2 large and 6 small chunks that split 9 + 9.
+TEST(ParallelFor, ChunkScheduleCoversTheRangeWithLargeChunksFirst) {
+  for (int threads : {1, 2, 3, 8}) {
+    for (int64_t n : {1, 2, 7, 18, 30, 96, 1000, 1536}) {
+      for (int64_t grain : {1, 3, 64}) {
+        const ChunkSchedule s = chunk_schedule(n, grain, threads);
+        int64_t next = 0;
+        for (int64_t i = 0; i < s.chunks(); ++i) {
+          const auto [b, e] = s.range(i);
+          ASSERT_EQ(b, next) << n << " " << grain << " " << threads << " chunk " << i;
+          ASSERT_TRUE(e > b && (e - b >= grain || e == n)) << n << " " << grain << " " << threads << " chunk " << i;
+          next = e;
+        }
+        EXPECT_EQ(next, n);
+      }
+    }
+  }
+  const ChunkSchedule s = chunk_schedule(18, 1, 2);
+  ASSERT_EQ(s.chunks(), 8);
+  EXPECT_EQ(s.range(0), std::make_pair(int64_t(0), int64_t(6)));
+  EXPECT_EQ(s.range(1), std::make_pair(int64_t(6), int64_t(12)));
+  EXPECT_EQ(s.range(7), std::make_pair(int64_t(17), int64_t(18)));
+  EXPECT_EQ(chunk_schedule(1536, 1, 2).chunks(), 6);
+}
+
+// More chunks than one job word holds (2^20 - 1) are several jobs, each index still once.
+TEST(ThreadPool, RunsMoreChunksThanAJobWordHolds) {
+  ThreadPool pool(3);
+  const int64_t chunks = (int64_t(1) << 20) + 5;
+  std::vector<uint8_t> hits(size_t(chunks), 0);
+  pool.run(chunks, [&](int64_t i) { hits[size_t(i)]++; });
+  int64_t once = 0;
+  for (uint8_t h : hits) once += h == 1;
+  EXPECT_EQ(once, chunks);
+  EXPECT_EQ(pool.jobs(), 2u);
+}
+
+// Only jobs of more than one chunk on a pool with workers are handed off (and counted); each
+// thread takes its chunks in increasing order, and every worker helps sooner or later.
+TEST(ThreadPool, CountsHandOffsAndTakesChunksInOrder) {
+  ThreadPool pool(4);
+  pool.run(1, [](int64_t) {});
+  EXPECT_EQ(pool.jobs(), 0u);
+  std::mutex m;
+  std::set<std::thread::id> helpers;
+  for (int job = 0; job < 2000; ++job) {
+    thread_local int seen_job = -1;  // the job and chunk this thread ran last
+    thread_local int64_t last = -1;
+    std::atomic<bool> in_order{true};
+    pool.run(64, [&](int64_t i) {
+      if (seen_job == job && i <= last) in_order = false;
+      seen_job = job;
+      last = i;
+      std::lock_guard<std::mutex> lock(m);
+      helpers.insert(std::this_thread::get_id());
+    });
+    ASSERT_TRUE(in_order.load()) << "job " << job;
+  }
+  EXPECT_EQ(pool.jobs(), 2000u);
+  EXPECT_GE(helpers.size(), 2u);
+  ThreadPool alone(1);
+  alone.run(100, [](int64_t) {});
+  EXPECT_EQ(alone.jobs(), 0u);
 }
 
 TEST(ParallelFor, ThreadCountsOutsideTheRangeAreErrors) {

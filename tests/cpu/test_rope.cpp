@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "core/parallel.h"
 #include "expect_error.h"
 #include "fp8kit/ops/rope.h"
 #include "fp8kit/platform.h"
@@ -280,6 +281,26 @@ TEST(ApplyRope, EmptyBatchAndThreadCounts) {
   ops::apply_rope(ctx1, c, Tensor::from_vector(pos), b, Tensor());
   EXPECT_EQ(to_floats(a), to_floats(b));
   EXPECT_EQ(ctx.workspace().stats().in_use, 0u);
+}
+
+// A decode step's rope (one token) is no job for the thread pool: a hand-off costs more than it.
+TEST(ApplyRope, ADecodeTokenRunsOnTheCallingThread) {
+  ForwardContext ctx;
+  RopeConfig c = config(RopeType::kDefault, 64, 1e4);
+  Tensor q = make_tensor(ops_test::normal_values(9 * 64, 5), {1, 9, 64}, DType::kBF16);
+  Tensor k = make_tensor(ops_test::normal_values(3 * 64, 6), {1, 3, 64}, DType::kBF16);
+  const Tensor pos = Tensor::from_vector<int64_t>({17});
+  ops::apply_rope(ctx, c, pos, q, k);  // starts the pool
+  const uint64_t before = pool_jobs();
+  ops::apply_rope(ctx, c, pos, q, k);
+  EXPECT_EQ(pool_jobs(), before);
+  if (ctx.num_threads() > 1) {  // a prefill's tokens still go to the workers
+    Tensor qp = make_tensor(ops_test::normal_values(64 * 9 * 64, 7), {64, 9, 64}, DType::kBF16);
+    std::vector<int64_t> many(64);
+    for (int64_t i = 0; i < 64; ++i) many[size_t(i)] = i;
+    ops::apply_rope(ctx, c, Tensor::from_vector(many), qp, Tensor());
+    EXPECT_GT(pool_jobs(), before);
+  }
 }
 
 TEST(ApplyRope, Errors) {

@@ -102,6 +102,23 @@ float dot(const float* a, const float* b, int64_t n) {
 #endif
 }
 
+// Key and value rows come from the paged cache, which a decode step reads once per layer and
+// which is past the caches by the next step: the loads of a row stalled (perf put most of a
+// decode's attention on the instructions after them). So each row kPrefetchRows ahead is
+// prefetched (keys of the sequence only: their block table entries are valid).
+constexpr int64_t kPrefetchRows = 8;
+
+inline void prefetch_row(const void* base, int64_t at, int64_t bytes) {
+  const char* p = static_cast<const char*>(base) + at;
+  for (int64_t b = 0; b < bytes; b += 64) {
+#if defined(__x86_64__)
+    asm volatile("prefetcht0 %0" : : "m"(p[b]));  // GCC 12 at -O1 and above dropped __builtin_prefetch here
+#else
+    __builtin_prefetch(p + b, 0, 3);
+#endif
+  }
+}
+
 // Per-thread rows of the query-head groups (heads sharing one KV head): q, acc and the logits of
 // each head. Grows to the largest group and context asked and stays, so steps allocate nothing.
 struct GroupScratch {
@@ -154,7 +171,12 @@ void attend_group(const PagedAttentionArgs& a, const float* fp8_table, int64_t t
     l[e] = 0.0f;
     live[e] = vk.last + 1;  // the first key whose logit is not -inf
   }
+  const int64_t elem = fp8 ? 1 : int64_t(sizeof(T)), row_bytes = d_n * elem;
+  auto prefetch = [&](const void* cache, const PagedCacheLayout& layout, int64_t j) {
+    if (j <= vk.last) prefetch_row(cache, layout.offset(table[j / layout.block_size], j % layout.block_size, kvh) * elem, row_bytes);
+  };
   for (int64_t j = vk.first; j <= vk.last; ++j) {
+    prefetch(a.key_cache, a.key_layout, j + kPrefetchRows);
     const int64_t ko = a.key_layout.offset(table[j / a.key_layout.block_size], j % a.key_layout.block_size, kvh);
     widen<T>(a.key_cache, ko, d_n, a.cache_dtype, fp8_table, ks, kv);
     for (int64_t e = 0; e < group; ++e) {
@@ -171,6 +193,7 @@ void attend_group(const PagedAttentionArgs& a, const float* fp8_table, int64_t t
     if (m[e] != kNegInf) first_live = std::min(first_live, live[e]);
   }
   for (int64_t j = first_live; j <= vk.last; ++j) {
+    prefetch(a.value_cache, a.value_layout, j + kPrefetchRows);
     const int64_t vo = a.value_layout.offset(table[j / a.value_layout.block_size], j % a.value_layout.block_size, kvh);
     widen<T>(a.value_cache, vo, d_n, a.cache_dtype, fp8_table, vs, kv);
     for (int64_t e = 0; e < group; ++e) {
@@ -188,6 +211,8 @@ void attend_group(const PagedAttentionArgs& a, const float* fp8_table, int64_t t
   }
 }
 
+constexpr int64_t kSerialWork = int64_t(1) << 18;
+
 template <typename T>
 void run(const PagedAttentionArgs& a, int num_threads) {
   auto* out = static_cast<T*>(a.out);
@@ -199,13 +224,21 @@ void run(const PagedAttentionArgs& a, int num_threads) {
   if (fp8) {
     for (int b = 0; b < 256; ++b) fp8_table[b] = kv_cache_decode(uint8_t(b), a.cache_dtype);
   }
+  // Multiply-adds of the logits and the weighted sums, every key of a sequence counted for each of
+  // its query rows: below kSerialWork one thread (a decode step's attention over a short context
+  // takes microseconds, about what a hand-off to a worker that is not spinning costs).
+  int64_t work = 0;
+  for (int64_t s = 0; s < a.num_seqs; ++s) work += int64_t(a.query_start_loc[s + 1] - a.query_start_loc[s]) * a.seq_lens[s];
+  work *= a.num_heads * 2 * d_n;
+  const bool serial = work < kSerialWork || num_threads == 1;
   const int64_t group_size = a.num_heads / a.num_kv_heads;
-  // A prefill's many rows: one item per (row, KV head), whose query heads share each widened key
-  // and value row. A decode's few rows: one item per head, so that the threads get even shares.
-  const int64_t group = real_tokens > 1 && group_size <= 16 ? group_size : 1;
+  // A prefill's many rows, or any call on one thread: one item per (row, KV head), whose query
+  // heads share each widened key and value row. A decode's few rows on threads: one item per
+  // head, so that the threads get even shares.
+  const int64_t group = (real_tokens > 1 || serial) && group_size <= 16 ? group_size : 1;
   const int64_t items = real_tokens * (a.num_heads / group);
   const int64_t per_part = scratch_floats_per_part(a);
-  parallel_for_at_most(num_threads, a.num_parts, 1, [&](int64_t p0, int64_t p1) {
+  parallel_for_at_most(serial ? 1 : num_threads, a.num_parts, 1, [&](int64_t p0, int64_t p1) {
     const GroupScratch g = GroupScratch::get(group, d_n, a.max_seq_len);
     for (int64_t part = p0; part < p1; ++part) {
       float* kv = a.scratch + part * per_part + 2 * d_n;

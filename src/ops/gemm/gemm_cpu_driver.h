@@ -167,6 +167,9 @@ inline void mark_nan_rows(const GemmProblem& p, int64_t j0, int64_t rows, uint8_
 
 // Column blocks of the epilogue: a GEMV thread finalizes its outputs 64 columns at a time.
 inline constexpr int64_t kEpilogueCols = 64;
+// The GEMV's split of N between threads: 32 columns (a 64-byte line of 16-bit outputs), a
+// multiple of every family's rows per call.
+inline constexpr int64_t kGemvUnitCols = 32;
 
 // Per-thread scratch of the epilogue, looked up once per task (thread_local lookups cost a call
 // in position-independent code).
@@ -347,6 +350,47 @@ GemvFn gemv_fn_8_any(Operand b, int64_t m, int r) {
   return nullptr;
 }
 
+// The block combines of a GEMV: the partials of `chunks` chunks from c0 of M rows x `rows`
+// columns (from column off of the block) joined into tot, with combine_chunk's arithmetic in its
+// order (so the same bits), but with the rows of the block scales looked up once a block of
+// columns (sa_row, sb_row) instead of once a chunk: a chunk of a 64-wide block is 64 weights a
+// row, and the lookups (a 64-bit division a column) cost several times the kernel's work on it.
+struct GemvBlockScales {
+  const float* sa_row[kGemvMaxRows];  // A's block scales of row i (kWeightBlock: unused)
+  const float* sb_row[kEpilogueCols];  // B's block scales of column j0 + j
+};
+
+template <Combine C>
+inline float combine_one(float t, float v, float a, float b) {
+  if constexpr (C == Combine::kScaledMmBlock) return t + (v * a) * b;
+  if constexpr (C == Combine::kMoeBlock) return std::fmaf(v * a, b, t);
+  return t + v * b;  // kWeightBlock
+}
+
+template <Combine C>
+void combine_gemv_chunks(const GemmProblem& p, const GemvBlockScales& s, int64_t c0, int64_t chunks, int64_t off,
+                         int64_t rows, const float* __restrict part, float* __restrict tot, int64_t cols,
+                         const float* unit) {
+  // The rows of one call share one row of B's scales unless they straddle a block of block_n.
+  const bool one_sb = s.sb_row[off] == s.sb_row[off + rows - 1];
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* pc = part + c * p.m * rows;
+    const int64_t cc = c0 + c;
+    for (int64_t i = 0; i < p.m; ++i) {
+      const float a = C == Combine::kWeightBlock ? 1.0f : s.sa_row[i][cc * p.block_sa_chunk];
+      const float u = unit[i];  // * unit: exact, a power of two
+      float* t = tot + i * cols + off;
+      const float* v = pc + i * rows;
+      if (one_sb) {
+        const float b = s.sb_row[off][cc * p.block_sb_chunk];
+        for (int64_t j = 0; j < rows; ++j) t[j] = combine_one<C>(t[j], v[j] * u, a, b);
+      } else {
+        for (int64_t j = 0; j < rows; ++j) t[j] = combine_one<C>(t[j], v[j] * u, a, s.sb_row[off + j][cc * p.block_sb_chunk]);
+      }
+    }
+  }
+}
+
 // Columns [j0, j0 + cols) (cols <= kEpilogueCols) through gemv calls of r rows (single-row
 // calls for a remainder), combined into one block of totals and finalized together.
 // K is walked in slices of whole chunks whose activations (M x slice floats) stay in L1 while
@@ -360,6 +404,11 @@ void gemv_columns(const GemmProblem& p, GemvFn group, GemvFn single, int r, int6
   std::fill(tot, tot + p.m * cols, 0.0f);
   uint8_t nan[kEpilogueCols] = {};
   bool any_nan = false;
+  GemvBlockScales bs;
+  if (p.combine != Combine::kSum) {
+    for (int64_t i = 0; i < p.m; ++i) bs.sa_row[i] = p.block_sa + (p.block_sa ? a_row(p, i) * p.block_sa_row : 0);
+    for (int64_t j = 0; j < cols; ++j) bs.sb_row[j] = p.block_sb + ((j0 + j) / p.block_n) * p.block_sb_row;
+  }
   for (int64_t k0 = 0; k0 < p.k; k0 += slice) {
     GemvArgs g;
     g.a = a + k0;
@@ -373,8 +422,21 @@ void gemv_columns(const GemmProblem& p, GemvFn group, GemvFn single, int r, int6
       const int rows = off + r <= cols ? r : 1;
       g.b = row_ptr(p.b, p.b_type, j0 + off, p.ldb) + k0 * elem;
       (rows == r ? group : single)(g);
-      for (int64_t c = 0; c < chunks; ++c) {
-        combine_chunk(p, c0 + c, 0, p.m, j0 + off, rows, partial + c * p.m * rows, rows, tot + off, cols, unit, es);
+      switch (p.combine) {
+        case Combine::kSum:
+          for (int64_t c = 0; c < chunks; ++c) {
+            combine_chunk(p, c0 + c, 0, p.m, j0 + off, rows, partial + c * p.m * rows, rows, tot + off, cols, unit, es);
+          }
+          break;
+        case Combine::kScaledMmBlock:
+          combine_gemv_chunks<Combine::kScaledMmBlock>(p, bs, c0, chunks, off, rows, partial, tot, cols, unit);
+          break;
+        case Combine::kMoeBlock:
+          combine_gemv_chunks<Combine::kMoeBlock>(p, bs, c0, chunks, off, rows, partial, tot, cols, unit);
+          break;
+        case Combine::kWeightBlock:
+          combine_gemv_chunks<Combine::kWeightBlock>(p, bs, c0, chunks, off, rows, partial, tot, cols, unit);
+          break;
       }
       if (g.nan_code) any_nan = true;
       off += rows;
@@ -393,20 +455,22 @@ void run_gemv(const GemmProblem& p, const GemmPlan& plan) {
   K::convert_a(p, 0, p.m, a, lda, unit);
   const int r = K::gemv_rows_per_call(p.m);
   const GemvFn group = K::gemv_fn(p.b_type, p.m, r), single = K::gemv_fn(p.b_type, p.m, 1);
-  const int64_t blocks = (p.n + kEpilogueCols - 1) / kEpilogueCols;
+  // N is split between the threads in units of kGemvUnitCols columns (whole cache lines of the
+  // outputs), fine enough that the threads' shares of SmolLM2's 576 rows come out even.
+  const int64_t units = (p.n + kGemvUnitCols - 1) / kGemvUnitCols;
   // A K slice of whole chunks with M x slice activations in at most 16 KiB (half of L1).
   const int64_t chunk = p.chunk();
   const int64_t slice = std::max<int64_t>(1, (int64_t(16384 / sizeof(Elem)) / p.m) / chunk) * chunk;
-  // At least ~64 KiB of weights per hand-off.
+  // At least ~16 KiB of weights per chunk of the schedule.
   const int64_t grain =
-      std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, kEpilogueCols * p.k * operand_size(p.b_type)));
-  parallel_for_at_most(plan.threads, blocks, grain, [&](int64_t b0, int64_t b1) {
+      std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, kGemvUnitCols * p.k * operand_size(p.b_type)));
+  parallel_for_at_most(plan.threads, units, grain, [&](int64_t u0, int64_t u1) {
     float* partial = scratch<1>(size_t((slice / chunk) * p.m * r));
     float* tot = scratch<2>(size_t(p.m * kEpilogueCols));
     const EpilogueScratch es = EpilogueScratch::get(p.m, kEpilogueCols);
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t j0 = b * kEpilogueCols;
-      gemv_columns<K>(p, group, single, r, j0, std::min(kEpilogueCols, p.n - j0), a, lda, unit, slice, partial, tot, es);
+    const int64_t j1 = std::min(p.n, u1 * kGemvUnitCols);
+    for (int64_t j0 = u0 * kGemvUnitCols; j0 < j1; j0 += kEpilogueCols) {
+      gemv_columns<K>(p, group, single, r, j0, std::min(kEpilogueCols, j1 - j0), a, lda, unit, slice, partial, tot, es);
     }
   });
 }
