@@ -119,22 +119,16 @@ __device__ __forceinline__ KeyRange split_keys(const KeyRange& all, int split, i
   return {first, last};
 }
 
-// Key positions over the block size without a division or a branch: q = (umulhi(j, magic) + j)
-// >> shift with shift = ceil(log2 bs) and magic = floor(2^32 (2^shift - bs) / bs) + 1, exact for
-// 0 <= j < 2^31 (positions are: seq_lens are int32) and every bs in [1, 2^31) (Granlund and
-// Montgomery's division by an invariant integer, block_divider.h: a power of two gets magic 1 and
-// umulhi 0). A 64-bit division per key costs more than the tensor-core math of its tile, and a
-// shift-or-divide branch per key doubled the kernels' address code.
+// Key positions over the block size without a division or a branch (block_divider.h, whose
+// quotient is the one tested on the CPU). A 64-bit division per key costs more than the
+// tensor-core math of its tile, and a shift-or-divide branch per key doubled the kernels' address
+// code.
 struct BlockDivider {
   int bs;
-  uint32_t magic, shift;
-  __device__ explicit BlockDivider(int64_t block_size) : bs(int(block_size)) {
-    const BlockDividerMagic d = block_divider_magic(uint32_t(block_size));
-    magic = d.magic, shift = d.shift;
-  }
-  __device__ __forceinline__ int block(int j) const {
-    return int((__umulhi(uint32_t(j), magic) + uint32_t(j)) >> shift);
-  }
+  BlockDividerMagic d;
+  __device__ explicit BlockDivider(int64_t block_size)
+      : bs(int(block_size)), d(block_divider_magic(uint32_t(block_size))) {}
+  __device__ __forceinline__ int block(int j) const { return int(block_divider_quotient(uint32_t(j), d)); }
   __device__ __forceinline__ int slot(int j) const { return j - block(j) * bs; }
 };
 
