@@ -10,6 +10,7 @@
 #include "fp8kit/ops/linear.h"
 #include "fp8kit/ops/quant.h"
 #include "gemm_test_util.h"
+#include "test_linear_util.h"
 
 namespace fp8kit {
 namespace {
@@ -24,9 +25,7 @@ Tensor random_bf16(const Shape& shape, std::mt19937& rng) {
   return t;
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()) == 0;
-}
+using linear_test::same_bits;
 
 TEST(Fp8Linear, EachSchemeIsQuantThenScaledMm) {
   std::mt19937 rng(3);

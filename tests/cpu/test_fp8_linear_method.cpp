@@ -17,9 +17,9 @@ namespace {
 using linear_test::values;
 using testing::expect_invalid;
 
-constexpr float kNot = -FLT_MAX;
+using linear_test::kNot;
 
-LinearOptions fp8_options(const Fp8Config& config, int rank = 0, int size = 1, DType dtype = DType::kBF16) {
+LinearOptions fp8_parallel_options(const Fp8Config& config, int rank = 0, int size = 1, DType dtype = DType::kBF16) {
   LinearOptions o;
   o.quant_config = &config;
   o.parallel = {rank, size};
@@ -31,7 +31,7 @@ Fp8LinearMethod& method_of(LinearBase& layer) { return dynamic_cast<Fp8LinearMet
 
 TEST(Fp8LinearMethodCreate, SerializedPerTensorStatic) {
   const Fp8Config config(true, "static");
-  QKVParallelLinear l("qkv_proj", 64, 16, 4, 2, fp8_options(config, 0, 1, DType::kF16));
+  QKVParallelLinear l("qkv_proj", 64, 16, 4, 2, fp8_parallel_options(config, 0, 1, DType::kF16));
   EXPECT_EQ(l.quant_method()->name(), "Fp8LinearMethod");
   EXPECT_FALSE(method_of(l).block_quant());
   EXPECT_FALSE(method_of(l).weight_only());
@@ -55,14 +55,14 @@ TEST(Fp8LinearMethodCreate, SerializedPerTensorStatic) {
 
 TEST(Fp8LinearMethodCreate, SerializedDynamicHasNoInputScale) {
   const Fp8Config config(true, "dynamic");
-  RowParallelLinear l("o_proj", 64, 32, fp8_options(config));
+  RowParallelLinear l("o_proj", 64, 32, fp8_parallel_options(config));
   EXPECT_EQ(values(l.parameter("weight_scale").data), (std::vector<float>{kNot}));
   EXPECT_EQ(l.find_parameter("input_scale"), nullptr);
 }
 
 TEST(Fp8LinearMethodCreate, BlockScales) {
   const Fp8Config config(true, "dynamic", {}, std::vector<int64_t>{128, 128});
-  MergedColumnParallelLinear l("gate_up_proj", 320, {384, 384}, fp8_options(config, 1, 3));
+  MergedColumnParallelLinear l("gate_up_proj", 320, {384, 384}, fp8_parallel_options(config, 1, 3));
   EXPECT_TRUE(method_of(l).block_quant());
   const Parameter& s = l.parameter("weight_scale_inv");
   EXPECT_EQ(s.kind, ParameterKind::kBlockScale);
@@ -75,7 +75,7 @@ TEST(Fp8LinearMethodCreate, BlockScales) {
   EXPECT_EQ(l.weight_block_size, (std::optional<std::vector<int64_t>>{{128, 128}}));
   // A single partition at TP = 1 may end in a partial block.
   const Fp8Config small(true, "dynamic", {}, std::vector<int64_t>{4, 4});
-  ColumnParallelLinear ragged("c", 10, 10, fp8_options(small));
+  ColumnParallelLinear ragged("c", 10, 10, fp8_parallel_options(small));
   EXPECT_EQ(ragged.parameter("weight_scale_inv").data.shape(), (Shape{3, 3}));
 }
 
@@ -84,7 +84,7 @@ TEST(Fp8LinearMethodCreate, OnlineKeepsTheModelDtype) {
     // Not serialized: no scales; a static scheme creates no input_scale either (the linear method
     // quantizes activations dynamically; the spec's error for it is the MoE method's).
     const Fp8Config config(false, scheme);
-    ColumnParallelLinear l("c", 64, 32, fp8_options(config));
+    ColumnParallelLinear l("c", 64, 32, fp8_parallel_options(config));
     EXPECT_EQ(l.parameter("weight").data.dtype(), DType::kBF16);
     EXPECT_EQ(l.parameter("weight").data.shape(), (Shape{32, 64}));
     EXPECT_EQ(l.parameters().size(), 1u);
@@ -93,24 +93,24 @@ TEST(Fp8LinearMethodCreate, OnlineKeepsTheModelDtype) {
 
 TEST(Fp8LinearMethodCreate, BlockShapeErrors) {
   const Fp8Config config(true, "dynamic", {}, std::vector<int64_t>{128, 128});
-  expect_invalid([&] { RowParallelLinear("down_proj", 384, 128, fp8_options(config, 0, 2)); },
+  expect_invalid([&] { RowParallelLinear("down_proj", 384, 128, fp8_parallel_options(config, 0, 2)); },
                  "Weight input_size_per_partition = 192 is not divisible by weight quantization block_k = 128.");
-  expect_invalid([&] { ColumnParallelLinear("c", 128, 384, fp8_options(config, 1, 2)); },
+  expect_invalid([&] { ColumnParallelLinear("c", 128, 384, fp8_parallel_options(config, 1, 2)); },
                  "Weight output_partition_size = 192 is not divisible by weight quantization block_n = 128.");
   // Merged layers are checked at TP = 1 too, each partition on its own.
-  expect_invalid([&] { MergedColumnParallelLinear("gate_up_proj", 128, {128, 192}, fp8_options(config)); },
+  expect_invalid([&] { MergedColumnParallelLinear("gate_up_proj", 128, {128, 192}, fp8_parallel_options(config)); },
                  "Weight output_partition_size = 192 is not divisible by weight quantization block_n = 128.");
-  expect_invalid([&] { QKVParallelLinear("qkv_proj", 128, 64, 4, 1, fp8_options(config)); },
+  expect_invalid([&] { QKVParallelLinear("qkv_proj", 128, 64, 4, 1, fp8_parallel_options(config)); },
                  "Weight output_partition_size = 64 is not divisible by weight quantization block_n = 128.");
   // The conditions: unfused layers at TP = 1 and replicated layers at any TP are not checked.
-  EXPECT_NO_THROW(ColumnParallelLinear("c", 200, 200, fp8_options(config)));
-  EXPECT_NO_THROW(RowParallelLinear("r", 200, 200, fp8_options(config)));
-  EXPECT_NO_THROW(ReplicatedLinear("gate", 200, 60, fp8_options(config, 1, 2)));
+  EXPECT_NO_THROW(ColumnParallelLinear("c", 200, 200, fp8_parallel_options(config)));
+  EXPECT_NO_THROW(RowParallelLinear("r", 200, 200, fp8_parallel_options(config)));
+  EXPECT_NO_THROW(ReplicatedLinear("gate", 200, 60, fp8_parallel_options(config, 1, 2)));
 }
 
 TEST(Fp8LinearMethodCreate, IgnoredLayerIsUnquantized) {
   const Fp8Config config(true, "static", {"lm_head"});
-  ReplicatedLinear l("lm_head", 64, 100, fp8_options(config));
+  ReplicatedLinear l("lm_head", 64, 100, fp8_parallel_options(config));
   EXPECT_EQ(l.quant_method()->name(), "UnquantizedLinearMethod");
   EXPECT_EQ(l.parameter("weight").data.dtype(), DType::kBF16);
 }
@@ -118,11 +118,11 @@ TEST(Fp8LinearMethodCreate, IgnoredLayerIsUnquantized) {
 TEST(Fp8LinearMethodCreate, ForcedWeightOnlyIsDecidedAtCreate) {
   const Fp8Config config(true, "static");
   {
-    ColumnParallelLinear l("c", 64, 32, with_forced_weight_only(fp8_options(config), true));
+    ColumnParallelLinear l("c", 64, 32, with_forced_weight_only(fp8_parallel_options(config), true));
     EXPECT_TRUE(method_of(l).weight_only());
     EXPECT_TRUE(method_of(l).use_weight_only(l));
   }
-  ColumnParallelLinear l("c", 64, 32, with_forced_weight_only(fp8_options(config), false));
+  ColumnParallelLinear l("c", 64, 32, with_forced_weight_only(fp8_parallel_options(config), false));
   EXPECT_FALSE(method_of(l).weight_only());  // a CPU layer runs W8A8 on the reference
 }
 

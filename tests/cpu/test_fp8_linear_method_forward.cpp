@@ -29,9 +29,11 @@ const PreparedFp8Linear& method_prepared(const LinearBase& l) {
   return dynamic_cast<const Fp8LinearMethod&>(*l.quant_method()).prepared();
 }
 
-const ShardId kQ{std::string("q")}, kK{std::string("k")}, kV{std::string("v")};
+using linear_test::kK;
+using linear_test::kQ;
+using linear_test::kV;
 
-LinearOptions fp8_options(const Fp8Config& config, bool bias, DType dtype = DType::kBF16) {
+LinearOptions fp8_options_with_bias(const Fp8Config& config, bool bias, DType dtype = DType::kBF16) {
   LinearOptions o;
   o.quant_config = &config;
   o.params_dtype = dtype;
@@ -78,7 +80,7 @@ struct PerTensorCheckpoint {
 TEST(Fp8LinearMethodForward, StaticPerTensorIsQuantThenScaledMm) {
   const Fp8Config config(true, "static");
   const PerTensorCheckpoint ck;
-  QKVParallelLinear l("qkv_proj", 64, 32, 4, 2, fp8_options(config, true));
+  QKVParallelLinear l("qkv_proj", 64, 32, 4, 2, fp8_options_with_bias(config, true));
   ck.load(l);
   for (const ShardId& id : {kQ, kK, kV}) l.load_weight("input_scale", Tensor::scalar_f32(0.02f), id);
   l.load_weight("input_scale", Tensor::scalar_f32(0.03f), kK);
@@ -102,7 +104,7 @@ TEST(Fp8LinearMethodForward, StaticPerTensorIsQuantThenScaledMm) {
 TEST(Fp8LinearMethodForward, DynamicIsPerTokenAndOutputIsTheModelDtype) {
   const Fp8Config config(true, "dynamic");
   const PerTensorCheckpoint ck(DType::kF16);
-  QKVParallelLinear l("qkv_proj", 64, 32, 4, 2, fp8_options(config, true, DType::kF16));
+  QKVParallelLinear l("qkv_proj", 64, 32, 4, 2, fp8_options_with_bias(config, true, DType::kF16));
   ck.load(l);
   l.process_weights_after_loading(cpu_ctx());
   std::mt19937 rng(2);
@@ -124,7 +126,7 @@ TEST(Fp8LinearMethodForward, BlockIsGroupQuantThenBlockScaledMm) {
   std::mt19937 rng(3);
   const Tensor gate = random_16bit({64, 96}, DType::kBF16, rng, 0.05f), up = random_16bit({64, 96}, DType::kBF16, rng);
   const ops::QuantResult gq = ops::quantize_weight_block(cpu_ctx(), gate, 32, 32), uq = ops::quantize_weight_block(cpu_ctx(), up, 32, 32);
-  MergedColumnParallelLinear l("gate_up_proj", 96, {64, 64}, fp8_options(config, false));
+  MergedColumnParallelLinear l("gate_up_proj", 96, {64, 64}, fp8_options_with_bias(config, false));
   l.load_weight("weight", gq.q, ShardId{int64_t(0)});
   l.load_weight("weight", uq.q, ShardId{int64_t(1)});
   l.load_weight("weight_scale_inv", gq.scale, ShardId{int64_t(0)});
@@ -146,7 +148,7 @@ TEST(Fp8LinearMethodForward, OnlineUsesThePerTensorQuantizedWeight) {
   const Fp8Config config;  // online: --quantization fp8 on a BF16 checkpoint
   std::mt19937 rng(4);
   const Tensor w = random_16bit({48, 64}, DType::kBF16, rng, 0.1f);
-  RowParallelLinear l("down_proj", 64, 48, fp8_options(config, false));
+  RowParallelLinear l("down_proj", 64, 48, fp8_options_with_bias(config, false));
   l.load_weight("weight", w, std::nullopt);
   l.process_weights_after_loading(cpu_ctx());
   const Tensor x = random_16bit({3, 64}, DType::kBF16, rng);
@@ -162,7 +164,7 @@ TEST(Fp8LinearMethodForward, ScratchComesFromTheContextsWorkspace) {
   const Fp8Config config(true, "dynamic", {}, std::vector<int64_t>{32, 32});
   std::mt19937 rng(13);
   const ops::QuantResult wq = ops::quantize_weight_block(cpu_ctx(), random_16bit({64, 96}, DType::kBF16, rng), 32, 32);
-  ColumnParallelLinear l("c", 96, 64, fp8_options(config, false));
+  ColumnParallelLinear l("c", 96, 64, fp8_options_with_bias(config, false));
   l.load_weight("weight", wq.q, std::nullopt);
   l.load_weight("weight_scale_inv", wq.scale, std::nullopt);
   expect_invalid([&] { method_prepared(l); }, "process_weights_after_loading must run before the forward pass");
@@ -189,7 +191,7 @@ TEST(Fp8LinearMethodForward, WeightOnlyIsW8A16WithPerRowScales) {
   linear_test::LogCapture quiet;
   const Fp8Config config(true, "static");
   const PerTensorCheckpoint ck;
-  QKVParallelLinear l("qkv_proj", 64, 32, 4, 2, with_forced_weight_only(fp8_options(config, true), true));
+  QKVParallelLinear l("qkv_proj", 64, 32, 4, 2, with_forced_weight_only(fp8_options_with_bias(config, true), true));
   ck.load(l);
   for (const ShardId& id : {kQ, kK, kV}) l.load_weight("input_scale", Tensor::scalar_f32(0.02f), id);
   l.process_weights_after_loading(cpu_ctx());
@@ -252,7 +254,7 @@ TEST(Fp8LinearMethodForward, WithinFp8ErrorOfTheBf16Layer) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     linear_test::LogCapture quiet;
-    ColumnParallelLinear l("c", 512, 256, with_forced_weight_only(fp8_options(c.config, false), c.weight_only));
+    ColumnParallelLinear l("c", 512, 256, with_forced_weight_only(fp8_options_with_bias(c.config, false), c.weight_only));
     if (!c.config.is_checkpoint_fp8_serialized) {
       l.load_weight("weight", w, std::nullopt);
     } else if (c.config.weight_block_size) {

@@ -25,8 +25,10 @@ using linear_test::same_bits;
 using linear_test::values;
 using testing::expect_invalid;
 
-const ShardId kQ{std::string("q")}, kK{std::string("k")}, kV{std::string("v")};
-constexpr float kNot = -FLT_MAX;
+using linear_test::kK;
+using linear_test::kQ;
+using linear_test::kV;
+using linear_test::kNot;
 
 LinearOptions fp8_options(const Fp8Config& config, DType dtype = DType::kBF16) {
   LinearOptions o;

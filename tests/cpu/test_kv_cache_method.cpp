@@ -13,6 +13,7 @@
 
 #include "expect_error.h"
 #include "test_context.h"
+#include "test_linear_util.h"
 #include "fp8kit/half.h"
 #include "fp8kit/layers/attention.h"
 #include "fp8kit/layers/fp8_config.h"
@@ -40,20 +41,7 @@ std::string uncalibrated_warning(const std::string& q, const std::string& prob) 
 const std::string kKvNotPerTensor = "Only support per-tensor scaling factor for fp8 KV cache";
 const std::string kQProbNotPerTensor = "Only support per-tensor scaling factorfor fp8-quantized Q/prob";
 
-// Collects the warnings logged while it lives.
-class WarningCapture {
- public:
-  WarningCapture() {
-    previous_ = set_log_sink([this](LogLevel level, const std::string& message) {
-      if (level == LogLevel::kWarning) warnings.push_back(message);
-    });
-  }
-  ~WarningCapture() { set_log_sink(previous_); }
-  std::vector<std::string> warnings;
-
- private:
-  LogSink previous_;
-};
+using linear_test::LogCapture;
 
 float value_of(const Tensor& t) { return t.to(Device::cpu()).item_f32(); }
 
@@ -126,7 +114,7 @@ TEST(KVCacheMethod, ApplyShouldNotBeCalled) {
 // ---- k/v: case (a), both loaded ----
 
 TEST(KVCacheMethod, BothKvScalesLoaded) {
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("fp8_e4m3");
   fp8.load("k_scale", 0.0234375f);
   fp8.load("v_scale", 0.015625f);
@@ -138,7 +126,7 @@ TEST(KVCacheMethod, BothKvScalesLoaded) {
 }
 
 TEST(KVCacheMethod, LoadedScalesInOtherDtypesAndShapes) {
-  WarningCapture quiet;
+  LogCapture quiet;
   // compressed-tensors may store BF16 scales of shape [1]; the loader converts them into the
   // 0-dim f32 parameter (default_weight_loader's fill_ of one-element tensors).
   Fp8Attention fp8("fp8_e4m3");
@@ -153,7 +141,7 @@ TEST(KVCacheMethod, LoadedScalesInOtherDtypesAndShapes) {
 // ---- k/v: case (b), none loaded ----
 
 TEST(KVCacheMethod, NoScalesLoadedFp8) {
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("fp8");
   fp8.process();
   expect_scales(*fp8.layer, 1.0f, 1.0f, 1.0f, 1.0f);
@@ -163,7 +151,7 @@ TEST(KVCacheMethod, NoScalesLoadedFp8) {
 
 TEST(KVCacheMethod, NoScalesLoadedFp8E4m3) {
   // The uncalibrated-q warning is for kv_cache_dtype "fp8" only.
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("fp8_e4m3");
   fp8.process();
   expect_scales(*fp8.layer, 1.0f, 1.0f, 1.0f, 1.0f);
@@ -173,7 +161,7 @@ TEST(KVCacheMethod, NoScalesLoadedFp8E4m3) {
 TEST(KVCacheMethod, NoScalesLoadedE5m2HasNoDefaultWarning) {
   // Fp8KVCacheMethod refuses e5m2 at construction; the base method on an e5m2 layer shows the
   // "e5m2" exemption of the 1.0 warning.
-  WarningCapture log;
+  LogCapture log;
   Attention attn(kPrefix, 8, 64, 2, kv_dtype("fp8_e5m2"));
   BaseKVCacheMethod method;
   method.create_weights(attn);
@@ -185,7 +173,7 @@ TEST(KVCacheMethod, NoScalesLoadedE5m2HasNoDefaultWarning) {
 // ---- k/v: case (c), the deprecated single kv_scale ----
 
 TEST(KVCacheMethod, DeprecatedKvScaleIsDuplicated) {
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("fp8_e4m3");
   // remap_kv_scale_name sends "self_attn.kv_scale" to k_scale only.
   fp8.load("k_scale", 0.0625f);
@@ -195,7 +183,7 @@ TEST(KVCacheMethod, DeprecatedKvScaleIsDuplicated) {
 }
 
 TEST(KVCacheMethod, SingleScaleTakesPythonMax) {
-  WarningCapture quiet;
+  LogCapture quiet;
   // k > 0 and v == 0: neither case (a) nor (b); max(k, v) is k.
   Fp8Attention fp8("fp8_e4m3");
   fp8.load("k_scale", 0.5f);
@@ -211,7 +199,7 @@ TEST(KVCacheMethod, SingleScaleTakesPythonMax) {
 }
 
 TEST(KVCacheMethod, VScaleWithoutKScale) {
-  WarningCapture quiet;
+  LogCapture quiet;
   // The reference asserts k_scale > 0 here.
   Fp8Attention only_v("fp8_e4m3");
   only_v.load("v_scale", 0.5f);
@@ -229,7 +217,7 @@ TEST(KVCacheMethod, VScaleWithoutKScale) {
 // ---- the KV ValueError ----
 
 TEST(KVCacheMethod, PerHeadKvScalesAreNotSupported) {
-  WarningCapture quiet;
+  LogCapture quiet;
   // [H_kv, 1, 1] scales (FA3 in newer vLLM) cannot load into the 0-dim parameter; set directly,
   // they reach the spec's ValueError.
   Fp8Attention fp8("fp8");
@@ -242,7 +230,7 @@ TEST(KVCacheMethod, PerHeadKvScalesAreNotSupported) {
 }
 
 TEST(KVCacheMethod, OneElementKvScaleMustBeZeroDim) {
-  WarningCapture quiet;
+  LogCapture quiet;
   // .tolist() of a [1] tensor is a list, not a float.
   Fp8Attention fp8("fp8_e4m3");
   fp8.load("k_scale", 0.5f);
@@ -256,7 +244,7 @@ TEST(KVCacheMethod, OneElementKvScaleMustBeZeroDim) {
 }
 
 TEST(KVCacheMethod, IntegerKvScaleIsNotAFloat) {
-  WarningCapture quiet;
+  LogCapture quiet;
   Fp8Attention fp8("fp8_e4m3");
   fp8.load("k_scale", 0.5f);
   fp8.layer->parameter("v_scale").data = Tensor::from_vector<int32_t>({1}, {});
@@ -266,7 +254,7 @@ TEST(KVCacheMethod, IntegerKvScaleIsNotAFloat) {
 // ---- q and prob ----
 
 TEST(KVCacheMethod, QScaleLoaded) {
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("fp8", true, /*calculate_kv_scales=*/false);
   fp8.load("q_scale", 0.125f);
   fp8.load("k_scale", 0.25f);
@@ -278,7 +266,7 @@ TEST(KVCacheMethod, QScaleLoaded) {
 }
 
 TEST(KVCacheMethod, QAndProbScalesLoaded) {
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("fp8");
   fp8.load("q_scale", 0.125f);
   fp8.load("k_scale", 0.25f);
@@ -290,7 +278,7 @@ TEST(KVCacheMethod, QAndProbScalesLoaded) {
 }
 
 TEST(KVCacheMethod, QScaleOfExactlyOneCountsAsUncalibrated) {
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("fp8");
   fp8.load("q_scale", 1.0f);
   fp8.load("k_scale", 0.25f);
@@ -302,7 +290,7 @@ TEST(KVCacheMethod, QScaleOfExactlyOneCountsAsUncalibrated) {
 }
 
 TEST(KVCacheMethod, HazardH6QFallsBackToKAndStays) {
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("fp8");
   fp8.load("k_scale", 0.25f);
   fp8.load("v_scale", 0.5f);
@@ -317,7 +305,7 @@ TEST(KVCacheMethod, HazardH6QFallsBackToKAndStays) {
 }
 
 TEST(KVCacheMethod, KvCacheAutoIgnoresKvScalesButLoadsQAndProb) {
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("auto");
   fp8.load("q_scale", 0.125f);
   fp8.load("k_scale", 0.25f);
@@ -331,7 +319,7 @@ TEST(KVCacheMethod, KvCacheAutoIgnoresKvScalesButLoadsQAndProb) {
 
 TEST(KVCacheMethod, KvCacheAutoWithoutScales) {
   // No KV part at all: no fallback (q stays 1.0) and no warnings.
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("auto");
   fp8.process();
   expect_scales(*fp8.layer, 1.0f, 1.0f, 1.0f, 1.0f);
@@ -339,7 +327,7 @@ TEST(KVCacheMethod, KvCacheAutoWithoutScales) {
 }
 
 TEST(KVCacheMethod, QProbValueErrors) {
-  WarningCapture quiet;
+  LogCapture quiet;
   {
     Fp8Attention fp8("auto");
     fp8.layer->parameter("q_scale").data = Tensor::from_vector<float>(std::vector<float>(32, 0.1f), {32, 1, 1});
@@ -383,7 +371,7 @@ TEST(KVCacheMethod, QProbValueErrors) {
 }
 
 TEST(KVCacheMethod, OneElementQScaleOfAnyShapeIsASingleFloat) {
-  WarningCapture quiet;
+  LogCapture quiet;
   // is_singleton_float takes any one-element floating tensor.
   Fp8Attention fp8("auto");
   fp8.layer->parameter("q_scale").data = Tensor::from_vector<float>({0.5f}, {1, 1});
@@ -394,7 +382,7 @@ TEST(KVCacheMethod, OneElementQScaleOfAnyShapeIsASingleFloat) {
 // ---- calculate_kv_scales ----
 
 TEST(KVCacheMethod, CalculateKvScalesSkipsTheKvPart) {
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("fp8", true, /*calculate_kv_scales=*/true);
   fp8.load("k_scale", 0.25f);
   fp8.load("v_scale", 0.5f);
@@ -406,7 +394,7 @@ TEST(KVCacheMethod, CalculateKvScalesSkipsTheKvPart) {
 }
 
 TEST(KVCacheMethod, LoadedQScaleTurnsCalculateKvScalesOff) {
-  WarningCapture quiet;
+  LogCapture quiet;
   // The reference's order: the KV part is skipped (calculate_kv_scales is still set), then a
   // loaded q_scale clears the flag, so k/v stay 1.0.
   Fp8Attention fp8("fp8_e4m3", true, /*calculate_kv_scales=*/true);
@@ -424,7 +412,7 @@ TEST(KVCacheMethod, SecondProcessingIsANoOp) {
   Fp8Attention fp8("fp8_e4m3");
   fp8.load("k_scale", 0.25f);
   fp8.load("v_scale", 0.5f);
-  WarningCapture log;
+  LogCapture log;
   fp8.process();
   const size_t first = log.warnings.size();
   fp8.process();
@@ -433,7 +421,7 @@ TEST(KVCacheMethod, SecondProcessingIsANoOp) {
 }
 
 TEST(KVCacheMethod, PartlyRemovedParametersAreAnInternalError) {
-  WarningCapture quiet;
+  LogCapture quiet;
   Fp8Attention fp8("fp8_e4m3");
   fp8.layer->remove_parameter("v_scale");
   expect_error([&] { fp8.process(); }, ErrorCode::kInternal,
@@ -457,7 +445,7 @@ void load_checkpoint_scales(Attention& layer, const std::vector<std::pair<std::s
 
 TEST(KVCacheMethodModelLoad, Llama3Fp8KvDeprecatedKvScale) {
   // neuralmagic/Meta-Llama-3-8B-Instruct-FP8-KV stores one kv_scale per layer.
-  WarningCapture log;
+  LogCapture log;
   Fp8Attention fp8("fp8");
   load_checkpoint_scales(*fp8.layer, {{"model.layers.0.self_attn.kv_scale", 0.0213623046875f}});
   fp8.process();
@@ -472,7 +460,7 @@ TEST(KVCacheMethodModelLoad, Llama3Fp8KvDeprecatedKvScale) {
 }
 
 TEST(KVCacheMethodModelLoad, Qwen2Fp8KAndVScales) {
-  WarningCapture quiet;
+  LogCapture quiet;
   // nm-testing/Qwen2-1.5B-Instruct-FP8-K-V stores self_attn.k_scale and self_attn.v_scale.
   Fp8Attention fp8("fp8");
   load_checkpoint_scales(
@@ -486,7 +474,7 @@ TEST(KVCacheMethodModelLoad, Qwen2Fp8KAndVScales) {
 }
 
 TEST(KVCacheMethodModelLoad, Fp16ModelQuantizedOnline) {
-  WarningCapture quiet;
+  LogCapture quiet;
   // test_load_fp16_model: --quantization fp8 on opt-125m (online Fp8Config), no scales in the
   // checkpoint; with kv fp8 both scales are 1.0, and with auto they stay 1.0.
   for (const char* dtype : {"fp8", "auto"}) {

@@ -10,6 +10,7 @@
 #include "fp8kit/layers/attention.h"
 #include "fp8kit/layers/fp8_config.h"
 #include "fp8kit/log.h"
+#include "test_linear_util.h"
 
 namespace fp8kit {
 namespace {
@@ -19,22 +20,10 @@ const std::string kDeprecatedWarning =
     "v_scale tensors and will be removed in a future release. Functionally, we will remap kv_scale to k_scale and "
     "duplicate k_scale to v_scale";
 
-class WarningCapture {
- public:
-  WarningCapture() {
-    previous_ = set_log_sink([this](LogLevel level, const std::string& message) {
-      if (level == LogLevel::kWarning) warnings.push_back(message);
-    });
-  }
-  ~WarningCapture() { set_log_sink(previous_); }
-  std::vector<std::string> warnings;
-
- private:
-  LogSink previous_;
-};
+using linear_test::LogCapture;
 
 TEST(KvScaleName, DeprecatedKvScaleGoesToKScale) {
-  WarningCapture log;
+  LogCapture log;
   EXPECT_EQ(remap_kv_scale_name("model.layers.0.self_attn.kv_scale"), "model.layers.0.self_attn.attn.k_scale");
   EXPECT_EQ(log.warnings, std::vector<std::string>{kDeprecatedWarning});
   // Every occurrence warns (an engine's sink may de-duplicate).
@@ -45,7 +34,7 @@ TEST(KvScaleName, DeprecatedKvScaleGoesToKScale) {
 }
 
 TEST(KvScaleName, PlainScalesGetAttnInserted) {
-  WarningCapture log;
+  LogCapture log;
   // AutoFP8 (later versions), current compressed-tensors, Quark q/prob scales.
   EXPECT_EQ(remap_kv_scale_name("model.layers.0.self_attn.k_scale"), "model.layers.0.self_attn.attn.k_scale");
   EXPECT_EQ(remap_kv_scale_name("model.layers.0.self_attn.v_scale"), "model.layers.0.self_attn.attn.v_scale");
@@ -92,7 +81,7 @@ TEST(KvScaleName, MismatchedProjectionFollowsTheGenericRule) {
 }
 
 TEST(KvScaleName, NonMatchingNames) {
-  WarningCapture log;
+  LogCapture log;
   for (const char* name : {"model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.k_proj.weight_scale",
                            "model.layers.0.self_attn.k_proj.input_scale",
                            "model.layers.0.self_attn.qkv_proj.weight_scale_inv",
@@ -133,7 +122,7 @@ TEST(KvScaleName, ComposedWithGetCacheScale) {
       {"model.layers.0.self_attn.q_proj.output_scale", "q_scale"},
       {"model.layers.0.self_attn.prob_output_scale", "prob_scale"},
   };
-  WarningCapture log;  // the deprecated kv_scale warns
+  LogCapture log;  // the deprecated kv_scale warns
   for (const auto& [name, parameter] : cases) {
     const std::optional<std::string> target = target_of(name);
     ASSERT_TRUE(target.has_value()) << name;

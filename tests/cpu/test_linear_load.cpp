@@ -29,7 +29,9 @@ LinearOptions f32_tp(int rank, int size, bool bias = true) {
 // A [n] f32 vector tag * 1e6 + i.
 Tensor tagged_vector(int64_t n, int tag) { return tagged(n, 1, tag).view({n}); }
 
-const ShardId kQ{std::string("q")}, kK{std::string("k")}, kV{std::string("v")};
+using linear_test::kK;
+using linear_test::kQ;
+using linear_test::kV;
 
 TEST(LinearLoad, ColumnTakesThisRanksOutputRows) {
   const Tensor w = tagged(8, 4, 1), b = tagged_vector(8, 2);

@@ -21,8 +21,10 @@ using linear_test::tagged_e4m3;
 using linear_test::values;
 using testing::expect_invalid;
 
-const ShardId kQ{std::string("q")}, kK{std::string("k")}, kV{std::string("v")};
-constexpr float kNot = -FLT_MAX;
+using linear_test::kK;
+using linear_test::kQ;
+using linear_test::kV;
+using linear_test::kNot;
 
 LinearOptions fp8_tp(const Fp8Config& config, int rank, int size) {
   LinearOptions o;

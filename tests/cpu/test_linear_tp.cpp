@@ -21,7 +21,9 @@ using linear_test::random_16bit;
 using linear_test::read16;
 using linear_test::same_bits;
 
-const ShardId kQ{std::string("q")}, kK{std::string("k")}, kV{std::string("v")};
+using linear_test::kK;
+using linear_test::kQ;
+using linear_test::kV;
 
 LinearOptions options(const Fp8Config* config, int rank, int size, DType dtype = DType::kBF16, bool bias = true) {
   LinearOptions o;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -18,6 +19,11 @@
 #include "fp8kit/tensor.h"
 
 namespace fp8kit::linear_test {
+
+// The shards of a fused qkv layer.
+inline const ShardId kQ{std::string("q")}, kK{std::string("k")}, kV{std::string("v")};
+// What a weight scale holds until a checkpoint loads it: torch.finfo(float32).min.
+inline constexpr float kNot = -FLT_MAX;
 
 // [rows, cols] f32 with value tag * 1e6 + row * 1000 + col (exact in f32 for rows, cols < 1000).
 inline Tensor tagged(int64_t rows, int64_t cols, int tag) {

@@ -10,15 +10,15 @@ namespace {
 using namespace quant_test;
 using ops::PerTokenGroupQuantOptions;
 
-struct Expected {
+struct ExpectedGroup {
   std::vector<uint8_t> q;
   std::vector<float> scale;  // row-major [rows, k / g]
 };
 
-Expected spec_group_quant(const std::vector<float>& x, int64_t rows, int64_t k, int64_t g, DType fp8,
+ExpectedGroup spec_group_quant(const std::vector<float>& x, int64_t rows, int64_t k, int64_t g, DType fp8,
                           bool ue8m0 = false, float eps = 1e-10f) {
   const float max = quant_max(fp8);
-  Expected e;
+  ExpectedGroup e;
   e.q.resize(x.size());
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < k / g; ++j) {
@@ -44,7 +44,7 @@ ops::QuantResult group_quant(const Tensor& x, int64_t g, DType fp8 = DType::kE4M
 
 void expect_matches_spec(const Tensor& x, int64_t g, DType fp8, bool ue8m0 = false) {
   const int64_t k = x.size(-1), rows = x.numel() / k;
-  const Expected e = spec_group_quant(to_floats(x), rows, k, g, fp8, ue8m0);
+  const ExpectedGroup e = spec_group_quant(to_floats(x), rows, k, g, fp8, ue8m0);
   const ops::QuantResult r = group_quant(x, g, fp8, false, ue8m0);
   EXPECT_EQ(to_bytes(r.q), e.q) << "rows " << rows << " k " << k << " g " << g << " " << dtype_name(x.dtype());
   const std::vector<float> s = to_floats(r.scale);

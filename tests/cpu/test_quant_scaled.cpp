@@ -14,16 +14,16 @@ using ops::ScaledFp8QuantOptions;
 
 enum class Mode { kStatic, kDynamicTensor, kDynamicToken };
 
-struct Expected {
+struct ExpectedScaled {
   std::vector<uint8_t> q;
   std::vector<float> scale;
 };
 
 // The spec, element by element (x already widened to float, row-major [m, k]).
-Expected spec_scaled_quant(const std::vector<float>& x, int64_t m, int64_t k, Mode mode, DType fp8,
+ExpectedScaled spec_scaled_quant(const std::vector<float>& x, int64_t m, int64_t k, Mode mode, DType fp8,
                            float static_scale = 0.0f, const float* ub = nullptr) {
   const float max = quant_max(fp8);
-  Expected e;
+  ExpectedScaled e;
   e.q.resize(size_t(m * k));
   if (mode == Mode::kDynamicToken) {
     const float min_scale = 1.0f / (max * 512.0f);
@@ -55,7 +55,7 @@ ops::QuantResult run(const Tensor& x, Mode mode, DType fp8, float static_scale =
 
 void expect_matches_spec(const Tensor& x, Mode mode, DType fp8, float static_scale = 0.0f, const float* ub = nullptr) {
   const int64_t m = x.size(0), k = x.size(1);
-  const Expected e = spec_scaled_quant(to_floats(x), m, k, mode, fp8, static_scale, ub);
+  const ExpectedScaled e = spec_scaled_quant(to_floats(x), m, k, mode, fp8, static_scale, ub);
   const ops::QuantResult r = run(x, mode, fp8, static_scale, ub);
   ASSERT_EQ(r.q.dtype(), fp8);
   ASSERT_EQ(r.q.shape(), (Shape{m, k}));

@@ -15,18 +15,18 @@ using ops::WeightQuantOptions;
 
 enum class Scheme { kPerTensor, kPerChannel, kBlock };
 
-struct Expected {
+struct ExpectedWeight {
   std::vector<uint8_t> q;
   std::vector<float> scale;  // row-major over blocks
 };
 
 // w row-major [n, k]; blocks of bn x bk (per-tensor: n x k, per-channel: 1 x k).
-Expected spec_weight_quant(const std::vector<float>& w, int64_t n, int64_t k, Scheme scheme, int64_t bn, int64_t bk,
+ExpectedWeight spec_weight_quant(const std::vector<float>& w, int64_t n, int64_t k, Scheme scheme, int64_t bn, int64_t bk,
                            DType fp8, bool ue8m0) {
   if (scheme == Scheme::kPerTensor) bn = std::max<int64_t>(n, 1), bk = std::max<int64_t>(k, 1);
   if (scheme == Scheme::kPerChannel) bn = 1, bk = std::max<int64_t>(k, 1);
   const int64_t blocks_n = (n + bn - 1) / bn, blocks_k = scheme == Scheme::kBlock ? (k + bk - 1) / bk : 1;
-  Expected e;
+  ExpectedWeight e;
   e.scale.assign(size_t(blocks_n * blocks_k), 0.0f);
   std::vector<double> amax(e.scale.size(), 0.0);
   for (int64_t i = 0; i < n; ++i) {
@@ -69,7 +69,7 @@ ops::QuantResult quantize(const Tensor& w, Scheme scheme, int64_t bn, int64_t bk
 
 void expect_matches_spec(const Tensor& w, Scheme scheme, int64_t bn, int64_t bk, DType fp8, bool ue8m0) {
   const int64_t n = w.size(0), k = w.size(1);
-  const Expected e = spec_weight_quant(to_floats(w), n, k, scheme, bn, bk, fp8, ue8m0);
+  const ExpectedWeight e = spec_weight_quant(to_floats(w), n, k, scheme, bn, bk, fp8, ue8m0);
   const ops::QuantResult r = quantize(w, scheme, bn, bk, fp8, ue8m0);
   ASSERT_EQ(r.q.shape(), (Shape{n, k}));
   const Shape scale_shape = scheme == Scheme::kPerTensor    ? Shape{}
