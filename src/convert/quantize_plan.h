@@ -2,6 +2,8 @@
 // read: which weights become FP8 and under which scale names and shapes, which fused groups
 // share a scale, which modules are listed as ignored, the output tensors of every shard, and the
 // quantization_config to write. Every reason vLLM would refuse the result is found here.
+#pragma once
+
 #include <map>
 #include <string>
 #include <vector>

@@ -35,12 +35,8 @@ void reset_weight_only_warning() { weight_only_warned = false; }
 
 namespace {
 
-// The scales of a parameter as host floats (a few per layer; block scales a few thousand).
-std::vector<float> host_values(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu()).contiguous();
-  const float* p = h.data<float>();
-  return std::vector<float>(p, p + h.numel());
-}
+using detail::host_values;
+using detail::scalar_on;
 
 // torch.max: NaN wins.
 float max_of(const std::vector<float>& v) {
@@ -51,8 +47,6 @@ float max_of(const std::vector<float>& v) {
   }
   return m;
 }
-
-Tensor scalar_on(float value, Device device) { return Tensor::scalar_f32(value).to(device); }
 
 // Weight-only with per-shard scales (spec 1.14, hazard H4): each logical shard's rows take its
 // own scale, by logical_widths (the spec's repeat_interleave(N // S) assumed equal widths). A

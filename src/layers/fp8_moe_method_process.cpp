@@ -29,11 +29,8 @@ void reset_moe_input_scale_warning() { moe_input_scale_warned = false; }
 
 namespace {
 
-std::vector<float> host_values(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu()).contiguous();
-  const float* p = h.data<float>();
-  return std::vector<float>(p, p + h.numel());
-}
+using detail::host_values;
+using detail::scalar_on;
 
 // torch.max: NaN wins.
 float max_of(const float* v, size_t n) {
@@ -52,8 +49,6 @@ bool all_close_1d(const std::vector<float>& x) {
   }
   return true;
 }
-
-Tensor scalar_on(float value, Device device) { return Tensor::scalar_f32(value).to(device); }
 
 }  // namespace
 

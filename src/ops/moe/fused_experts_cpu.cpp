@@ -9,36 +9,13 @@
 #include "fp8kit/ops/quant.h"
 #include "ops/activation/activation_cpu.h"
 #include "ops/moe/fused_experts_cpu_plan.h"
+#include "ops/moe/fused_experts_operand.h"
 #include "ops/moe/fused_experts_gemm_cpu.h"
 #include "ops/moe/fused_experts_ref.h"
 #include "ops/moe/moe_sum_ref.h"
 
 namespace fp8kit::ops {
 namespace {
-
-// An expert GEMM's A operand: the codes and scales of its quantization, or the rows as they are.
-struct Operand {
-  Tensor values;  // FP8 codes or hidden_states' dtype, rows contiguous
-  Tensor scale;   // kFp8W8A8: f32 [1] or [rows, k / block_k] contiguous
-};
-
-// Steps 1 and 4 (vLLM moe_kernel_quantize_input), as the reference's prepare_operand.
-Operand prepare_operand(const FusedExpertsArgs& a, const Tensor& x, const Tensor& static_scale) {
-  if (a.quant != ExpertQuant::kFp8W8A8) return {x, Tensor()};
-  QuantResult q;
-  if (a.block) {
-    PerTokenGroupQuantOptions o;
-    o.group_size = a.block_k;
-    o.out_dtype = a.w1.dtype();
-    q = per_token_group_quant(*a.ctx, x, o);
-  } else {
-    ScaledFp8QuantOptions o;
-    o.scale = static_scale;
-    o.out_dtype = a.w1.dtype();
-    q = scaled_fp8_quant(*a.ctx, x, o);
-  }
-  return {q.q, q.scale.contiguous()};
-}
 
 // Local expert of every routed slot, checked before anything is written (the reference's texts).
 std::vector<int32_t> slot_experts(const FusedExpertsArgs& a) {
@@ -79,7 +56,7 @@ void run_fast(const FusedExpertsArgs& a, CpuIsa isa, const Overrides& overrides,
 
     // (1) quantize A; (2) GEMM1 -> C1 [slots, 2I]. The in-place variant writes the chunk's rows
     // of hidden_states only in step 6, after GEMM1 has read them.
-    const Operand x1 = prepare_operand(a, a.hidden_states.narrow(0, t0, m), a.a1_scale);
+    const ExpertOperand x1 = quantize_expert_input(a, a.hidden_states.narrow(0, t0, m), a.a1_scale);
     Tensor c1 = Tensor::empty({slots, 2 * inter}, dtype);
     g.slots_per_row = top_k;
     g.slot_weight = a.apply_router_weight_on_input ? chunk_weights : nullptr;
@@ -95,7 +72,7 @@ void run_fast(const FusedExpertsArgs& a, CpuIsa isa, const Overrides& overrides,
     act_and_mul_cpu(gated_activation_args(a, c1, c2), overrides, threads);
 
     // (4) quantize C2 over the whole chunk; (5) GEMM2 -> C3 [slots, H], one A row per slot.
-    const Operand x2 = prepare_operand(a, c2, a.a2_scale);
+    const ExpertOperand x2 = quantize_expert_input(a, c2, a.a2_scale);
     Tensor c3 = Tensor::empty({slots, h}, dtype);
     g.slots_per_row = 1;
     g.slot_weight = a.apply_router_weight_on_input ? nullptr : chunk_weights;

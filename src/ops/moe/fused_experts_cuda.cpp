@@ -17,6 +17,7 @@
 #include "fp8kit/ops/quant.h"
 #include "fp8kit/platform.h"
 #include "ops/activation/activation_cuda.h"
+#include "ops/moe/fused_experts_operand.h"
 #include "ops/moe/grouped_gemm_cuda.h"
 #include "ops/moe/grouped_gemm_dispatch.h"
 #include "ops/moe/grouped_gemm_sorted.h"
@@ -29,38 +30,13 @@ namespace {
 
 const float* f32_ptr(const Tensor& t) { return t.defined() ? static_cast<const float*>(t.data_ptr()) : nullptr; }
 
-// A GEMM operand: the values the kernel reads and, when quantized, its activation scales.
-struct Operand {
-  Tensor values;  // [rows, k], rows contiguous
-  Tensor scale;   // f32 [1] (per-tensor) or [rows, k / block_k] (block); undefined if not quantized
-};
-
-// Steps 1 / 4 (vLLM moe_kernel_quantize_input), as prepare_operand of the reference.
-Operand prepare_operand(const FusedExpertsArgs& a, const Tensor& x, const Tensor& static_scale) {
-  if (a.quant != ExpertQuant::kFp8W8A8) return {x, Tensor()};
-  QuantResult q;
-  if (a.block) {
-    PerTokenGroupQuantOptions o;
-    o.group_size = a.block_k;
-    o.out_dtype = a.w1.dtype();
-    q = per_token_group_quant(*a.ctx, x, o);
-  } else {
-    ScaledFp8QuantOptions o;
-    o.scale = static_scale;
-    o.out_dtype = a.w1.dtype();
-    q = scaled_fp8_quant(*a.ctx, x, o);
-  }
-  FP8KIT_CHECK(q.q.is_contiguous() && q.scale.is_contiguous(), ErrorCode::kInternal, "fused_experts: quantized operand not contiguous");
-  return {q.q, q.scale};
-}
-
 struct Routing {
   MoeAlignResult align;
   int64_t block_m = 16, grid_m_blocks = 0, slots = 0;
   const float* weights = nullptr;  // [slots] routed weights of the chunk
 };
 
-GroupedGemmArgs gemm_args(const FusedExpertsArgs& a, const Routing& r, const Operand& x, const Tensor& w,
+GroupedGemmArgs gemm_args(const FusedExpertsArgs& a, const Routing& r, const ExpertOperand& x, const Tensor& w,
                           const Tensor& w_scale, const Tensor& out, int64_t a_slots_per_row, bool mul_routed_weight) {
   GroupedGemmArgs g;
   g.n = w.size(1);
@@ -108,7 +84,7 @@ ActQuantArgs act_quant_args(const FusedExpertsArgs& a, const Tensor& c1, const T
   aq.ldq = q.stride(0);
   aq.q_dtype = q.dtype();
   aq.fp8_max = fp8_quant_max(q.dtype());
-  aq.eps = PerTokenGroupQuantOptions{}.eps;  // prepare_operand's per_token_group_quant
+  aq.eps = PerTokenGroupQuantOptions{}.eps;  // quantize_expert_input's per_token_group_quant
   aq.static_scale = f32_ptr(a.a2_scale);
   aq.scale = static_cast<float*>(scale.data_ptr());
   return aq;
@@ -174,15 +150,15 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
                                ceil_div(r.slots, r.block_m) + std::min(r.slots, a.global_num_experts));
 
     // (1) quantize A (copied out of hidden_states before the chunk's output rows are written).
-    const Operand x1 = prepare_operand(a, a.hidden_states.narrow(0, t0, m), a.a1_scale);
+    const ExpertOperand x1 = quantize_expert_input(a, a.hidden_states.narrow(0, t0, m), a.a1_scale);
     const Tensor c3 = c13.narrow(0, 0, r.slots * h).view({r.slots, h});
 
     // Steps 4 and 5 fused where act_and_quant serves the layer (W8A8, block scales only in groups
     // of 128): C2's codes and scales then come straight from C1.
-    Operand fused_q2;  // C2's codes and scales when fused
+    ExpertOperand fused_q2;  // C2's codes and scales when fused
     auto fused_act_quant = [&](int64_t rows, const int32_t* rows_in_use) {
       if (!w8a8 || (a.block && a.block_k != 128)) return std::optional<ActQuantArgs>();
-      Operand q2{workspace.take({rows, inter}, a.w1.dtype()), Tensor()};
+      ExpertOperand q2{workspace.take({rows, inter}, a.w1.dtype()), Tensor()};
       q2.scale = a.block ? workspace.take({rows, inter / 128}, DType::kF32)
                          : a.a2_scale.defined() ? a.a2_scale : a2_dynamic.narrow(0, 0, 1);
       ActQuantArgs aq = act_quant_args(a, c13.narrow(0, 0, rows * 2 * inter).view({rows, 2 * inter}),
@@ -218,7 +194,7 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
 
     // (3) GEMM1 -> C1, routed weight here when apply_router_weight_on_input.
     if (sorted) {
-      Operand x1s{workspace.take({rows, h}, x1.values.dtype()), Tensor()};
+      ExpertOperand x1s{workspace.take({rows, h}, x1.values.dtype()), Tensor()};
       SortedGather gather;
       gather.rows = rows;
       gather.k = h;
@@ -247,13 +223,13 @@ void fused_experts_cuda(const FusedExpertsArgs& a, Stream stream) {
 
     // (4) activation -> C2 [rows, I]; (5) quantize C2 over the whole chunk (sorted: the zero rows
     // of padding leave a dynamic scale as it is); fused into one pass where act_quant is set.
-    Operand x2;
+    ExpertOperand x2;
     if (act_quant) {
       act_and_quant_cuda(*act_quant, stream);
       x2 = fused_q2;
     } else {
       act_and_mul_cuda(gated_activation_args(a, c1, c2), stream);
-      x2 = prepare_operand(a, c2, a.a2_scale);
+      x2 = quantize_expert_input(a, c2, a.a2_scale);
     }
 
     // (6) GEMM2 -> C3, one A row per slot. Decode on the wgmma kernel may split K where the grid

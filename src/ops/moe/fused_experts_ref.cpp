@@ -8,6 +8,7 @@
 #include "fp8kit/ops/quant.h"
 #include "ops/activation/activation_ref.h"
 #include "ops/moe/fused_experts_gemm_ref.h"
+#include "ops/moe/fused_experts_operand.h"
 #include "ops/moe/moe_sum_ref.h"
 
 namespace fp8kit::ops {
@@ -24,27 +25,11 @@ struct Operand {
 // Step 1 / 4 of the pipeline (vLLM moe_kernel_quantize_input): per-tensor -> scaled_fp8_quant
 // with the static scale or one dynamic scale over all of x; block -> per_token_group_quant(x, bk).
 Operand prepare_operand(const FusedExpertsArgs& a, const Tensor& x, const Tensor& static_scale) {
+  const ExpertOperand q = quantize_expert_input(a, x, static_scale);
   Operand op;
-  if (a.quant != ExpertQuant::kFp8W8A8) {
-    op.values = values_f32(x);
-    return op;
-  }
-  QuantResult q;
-  if (a.block) {
-    PerTokenGroupQuantOptions o;
-    o.group_size = a.block_k;
-    o.out_dtype = a.w1.dtype();
-    q = per_token_group_quant(*a.ctx, x, o);
-    op.scaling = ExpertGemmScaling::kBlock;
-  } else {
-    ScaledFp8QuantOptions o;
-    o.scale = static_scale;
-    o.out_dtype = a.w1.dtype();
-    q = scaled_fp8_quant(*a.ctx, x, o);
-    op.scaling = ExpertGemmScaling::kPerTensor;
-  }
-  op.values = values_f32(q.q);
-  op.scale = q.scale.contiguous();
+  op.values = values_f32(q.values);
+  op.scale = q.scale;
+  if (a.quant == ExpertQuant::kFp8W8A8) op.scaling = a.block ? ExpertGemmScaling::kBlock : ExpertGemmScaling::kPerTensor;
   return op;
 }
 

@@ -11,6 +11,7 @@
 #include "fp8kit/dtype.h"
 #include "fp8kit/half.h"
 #include "fp8kit/host_device.h"
+#include "ops/float_rn.h"
 
 namespace fp8kit::ops::routing {
 
@@ -20,37 +21,10 @@ namespace fp8kit::ops::routing {
 // the reference replays it, so both sides round the same additions.
 inline constexpr int kSumLanes = 32;
 
-FP8KIT_HOST_DEVICE float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-FP8KIT_HOST_DEVICE float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-FP8KIT_HOST_DEVICE float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-
-FP8KIT_HOST_DEVICE float fma_rn(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
+using ops::add_rn;
+using ops::div_rn;
+using ops::fma_rn;
+using ops::mul_rn;
 
 FP8KIT_HOST_DEVICE float rint_f32(float x) {  // to nearest, ties to even
 #if defined(__CUDA_ARCH__)

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "fp8kit/fp8.h"
+#include "ops/float_rn.h"
 
 namespace fp8kit::ops {
 
@@ -88,21 +89,6 @@ FP8KIT_HOST_DEVICE uint8_t quantize_fp8(float v, float max) {
 // overflow on the way: divisor_is_regular() checks that for a whole run; where it fails, divide.
 // The residual is formed as q * s - x and subtracted so that x = -0 gives -0.
 // tests/cpu/test_quant_encode.cpp compares it with x / s on dense samples.
-FP8KIT_HOST_DEVICE float fma_rn(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fmaf(a, b, c);
-#endif
-}
-FP8KIT_HOST_DEVICE float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
 FP8KIT_HOST_DEVICE float divide_with_reciprocal(float x, float s, float z) {
   float q = mul_rn(x, z);
   float r = fma_rn(q, s, -x);
