@@ -39,39 +39,50 @@ TEST(AttentionPlan, DecodeOfOneSequenceSplitsTheContext) {
   EXPECT_EQ(p.warps_m, 1);
   EXPECT_EQ(p.warps_n, 4);
   EXPECT_EQ(p.items_bound, 2);  // ceil(4 packed rows / 16) + 1 sequence
-  // 8 blocks (one item x 8 KV heads) for 264 slots of two blocks an SM: 33 splits wanted, at
-  // most 4096 / 256 = 16 by the length.
-  EXPECT_EQ(p.splits, 16);
+  // 8 blocks (one item x 8 KV heads) for 396 slots of three blocks an SM: 49 splits wanted, at
+  // most 4096 / 512 = 8 by the length (the FP8 decode kernel's split keys).
+  EXPECT_EQ(p.splits, 8);
   EXPECT_EQ(p.items_offset, 0);
   EXPECT_EQ(p.count_offset, 256);
   EXPECT_EQ(p.partial_acc_offset, 512);
-  EXPECT_EQ(p.partial_ml_offset, 512 + 16 * 32 * 128 * 4);
-  EXPECT_EQ(p.scratch_bytes, 512 + 16 * 32 * 128 * 4 + 16 * 32 * 2 * 4);
-  EXPECT_NE(p.reason.find("16 split(s)"), std::string::npos) << p.reason;
+  EXPECT_EQ(p.partial_ml_offset, 512 + 8 * 32 * 128 * 4);
+  EXPECT_EQ(p.scratch_bytes, 512 + 8 * 32 * 128 * 4 + 8 * 32 * 2 * 4);
+  EXPECT_NE(p.reason.find("8 split(s), 4 stages, 3 CTAs an SM"), std::string::npos) << p.reason;
   // Its 16-row items of head size 128 run the decode kernel (attention_mma_decode.cuh).
   EXPECT_EQ(p.reason.rfind("mma decode, 16-row items", 0), 0u) << p.reason;
   EXPECT_EQ(attention_mma_shared_bytes(128, 1), attention_mma_decode_shared_bytes(128, true, 2));
   EXPECT_EQ(attention_mma_shared_bytes(256, 1), attention_mma_tile_shared_bytes(256, 1));
 }
 
-// The decode kernel streams an FP8 cache through 3 stages a warp where the shared memory holds them
-// (the H200: 4 warps x 3 x (8 KiB + 128) + q, table, exponents), 2 where not (sm_89's 99 KiB),
-// and holds a 16-bit cache's tiles in registers.
+// The decode kernel streams an FP8 cache through 16-key tiles in up to 4 stages a warp, 3 CTAs an
+// SM: the most stages that keep the residency of the fewest (each CTA also takes the 1 KiB the
+// system reserves), and holds a 16-bit cache's tiles in registers, 2 CTAs an SM.
 TEST(AttentionPlan, DecodeStagesAsTheSharedMemoryAllows) {
-  EXPECT_EQ(attention_mma_decode_shared_bytes(128, true, 3), size_t(16 * 136 * 2 + 512 * 4 + 16 * 4 + 4 * 3 * (8192 + 128)));
-  EXPECT_EQ(attention_mma_decode_shared_bytes(128, true, 2), size_t(16 * 136 * 2 + 512 * 4 + 16 * 4 + 4 * 2 * (8192 + 128)));
+  const size_t fixed = 16 * 136 * 2 + 512 * 4 + 16 * 4;  // q, the table chunk, the q exponents
   // A 16-bit cache's decode needs the merge buffer alone: 4 warps x 16 rows x (8 * 20 + 1) floats + m, l.
-  EXPECT_EQ(attention_mma_decode_shared_bytes(128, false, 0), size_t(16 * 136 * 2 + 512 * 4 + 16 * 4 + 4 * 16 * 161 * 4 + 4 * 16 * 2 * 4));
-  PagedAttentionDesc d = llama(32, 32, 4096);
+  const size_t merge = 4 * 16 * 161 * 4 + 4 * 16 * 2 * 4;
+  EXPECT_EQ(attention_mma_decode_shared_bytes(128, false, 0), fixed + merge);
+  EXPECT_EQ(attention_mma_decode_shared_bytes(128, true, 4), fixed + 4 * 4 * (4096 + 128));  // 74,048
+  EXPECT_EQ(attention_mma_decode_shared_bytes(128, true, 3), fixed + 4 * 3 * (4096 + 128));  // 57,152
+  EXPECT_EQ(attention_mma_decode_shared_bytes(128, true, 2), fixed + merge);  // the merge buffer is larger
+  PagedAttentionDesc d = llama(32, 32, 4096);  // the H200: 228 KiB an SM, 227 KiB a block
   PagedAttentionPlan p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.decode_stages, 4);
+  EXPECT_EQ(p.ctas_per_sm, 3);  // 233472 / (74048 + 1024) = 3.1
+  EXPECT_NE(p.reason.find(", 4 stages, 3 CTAs an SM"), std::string::npos) << p.reason;
+  d.shared_bytes_per_sm = 200 * 1024;  // 4 stages fit 2 CTAs; 3 stages keep the 3 of 2 stages
+  p = plan_paged_attention(d, {});
   EXPECT_EQ(p.decode_stages, 3);
-  EXPECT_NE(p.reason.find(", 3 stages"), std::string::npos) << p.reason;
-  d.compute_capability = 89, d.max_shared_bytes = 101376;
+  EXPECT_EQ(p.ctas_per_sm, 3);
+  d.compute_capability = 89, d.max_shared_bytes = 101376, d.shared_bytes_per_sm = 102400;  // sm_89
   p = plan_paged_attention(d, {});
   EXPECT_EQ(p.kernel, AttentionKernel::kMma);
-  EXPECT_EQ(p.decode_stages, 2);
+  EXPECT_EQ(p.decode_stages, 2);  // 3 stages would leave one CTA an SM
+  EXPECT_EQ(p.ctas_per_sm, 2);
   d.cache_dtype = KvCacheDtype::kAuto;
-  EXPECT_EQ(plan_paged_attention(d, {}).decode_stages, 0);
+  p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.decode_stages, 0);
+  EXPECT_EQ(p.ctas_per_sm, 2);
   // Prefill and the tile kernel's head size take no stages.
   d = llama(4 * 2048, 4, 2048);
   EXPECT_EQ(plan_paged_attention(d, {}).rows_per_item, 64);
@@ -80,19 +91,36 @@ TEST(AttentionPlan, DecodeStagesAsTheSharedMemoryAllows) {
   EXPECT_EQ(plan_paged_attention(d, {}).decode_stages, 0);
 }
 
+// The split counts the H200's sweeps measured best (docs/PERFORMANCE.md, paged attention).
 TEST(AttentionPlan, SplitsShrinkAsTheGridFills) {
-  // 264 slots (two blocks an SM): 64 blocks split 4 ways fill one wave (5 would take two, 33 one
-  // wave of splits too short for their fixed cost).
-  EXPECT_EQ(plan_paged_attention(llama(8, 8, 16384), {}).splits, 4);
-  EXPECT_EQ(plan_paged_attention(llama(16, 16, 8192), {}).splits, 2);  // 128 blocks
-  EXPECT_EQ(plan_paged_attention(llama(32, 32, 4096), {}).splits, 1);  // 256 blocks: one wave already
-  EXPECT_EQ(plan_paged_attention(llama(64, 64, 4096), {}).splits, 1);  // 512 blocks: two full waves
-  EXPECT_EQ(plan_paged_attention(llama(40, 40, 4096), {}).splits, 4);  // 320: 1280 blocks fill 5 waves
-  EXPECT_EQ(plan_paged_attention(llama(1, 1, 16384), {}).splits, 33);  // 8 blocks: one wave of 264
-  EXPECT_EQ(plan_paged_attention(llama(1, 1, 300), {}).splits, 2);     // 300 keys: two splits at most
-  EXPECT_EQ(plan_paged_attention(llama(1, 1, 16), {}).splits, 1);
+  // An FP8 cache: 396 slots (3 CTAs an SM), a split's fixed cost 512 keys.
+  EXPECT_EQ(plan_paged_attention(llama(128, 128, 1024), {}).splits, 1);  // 1024 blocks: 2.6 waves already
+  EXPECT_EQ(plan_paged_attention(llama(64, 64, 2048), {}).splits, 2);    // 512 blocks: 3 waves of 1k keys
+  EXPECT_EQ(plan_paged_attention(llama(32, 32, 4096), {}).splits, 3);    // 256 blocks: 2 waves of 1366 keys
+  EXPECT_EQ(plan_paged_attention(llama(16, 16, 8192), {}).splits, 3);    // 128 blocks: one wave of 384
+  EXPECT_EQ(plan_paged_attention(llama(8, 8, 16384), {}).splits, 6);     // 64 blocks: one wave of 384
+  EXPECT_EQ(plan_paged_attention(llama(64, 64, 4096), {}).splits, 3);
+  EXPECT_EQ(plan_paged_attention(llama(40, 40, 4096), {}).splits, 1);    // 320 blocks: one wave
+  EXPECT_EQ(plan_paged_attention(llama(1, 1, 16384), {}).splits, 32);    // 16384 / 512 by the length
+  EXPECT_EQ(plan_paged_attention(llama(1, 1, 1000), {}).splits, 2);
+  EXPECT_EQ(plan_paged_attention(llama(1, 1, 300), {}).splits, 1);
   const PagedAttentionPlan p = plan_paged_attention(llama(32, 32, 4096), {});
   EXPECT_EQ(p.items_bound, 8 + 32);
+  // A bf16 cache: 264 slots (2 CTAs an SM): 64 blocks split 4 ways fill one wave (5 would take
+  // two, 33 one wave of splits too short for their fixed cost of 256 keys).
+  auto bf16 = [](int64_t tokens, int64_t seqs, int64_t max_len) {
+    PagedAttentionDesc d = llama(tokens, seqs, max_len);
+    d.cache_dtype = KvCacheDtype::kAuto;
+    return plan_paged_attention(d, {}).splits;
+  };
+  EXPECT_EQ(bf16(8, 8, 16384), 4);
+  EXPECT_EQ(bf16(16, 16, 8192), 2);   // 128 blocks
+  EXPECT_EQ(bf16(32, 32, 4096), 1);   // 256 blocks: one wave already
+  EXPECT_EQ(bf16(64, 64, 4096), 1);   // 512 blocks: two full waves
+  EXPECT_EQ(bf16(40, 40, 4096), 4);   // 320: 1280 blocks fill 5 waves
+  EXPECT_EQ(bf16(1, 1, 16384), 33);   // 8 blocks: one wave of 264
+  EXPECT_EQ(bf16(1, 1, 300), 2);      // 300 keys: two splits at most
+  EXPECT_EQ(bf16(1, 1, 16), 1);
 }
 
 TEST(AttentionPlan, PrefillTakesSixtyFourRowItemsAndNoSplit) {

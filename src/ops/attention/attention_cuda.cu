@@ -54,6 +54,8 @@ void describe_attention_device(PagedAttentionDesc& desc) {
   int bytes = 0;
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()));
   desc.max_shared_bytes = bytes;
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, current_device()));
+  desc.shared_bytes_per_sm = bytes;
 }
 
 void paged_attention_cuda(const PagedAttentionArgs& a, Stream stream) {

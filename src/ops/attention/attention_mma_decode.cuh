@@ -10,8 +10,8 @@
 // - No block-wide barrier in the key loop: each of the 4 warps walks its own tiles (warp w takes
 //   tiles w, w + 4, ...) and issues the loads of the next ones before the math of the current one.
 //   An FP8 cache's tiles go through shared memory: each lane copies its own operands of the mma
-//   fragments into its column of the warp's stages (cp.async; 3 stages where the shared memory
-//   holds them, else 2) and reads back only those, so the copies need no barrier and hold no
+//   fragments into its column of the warp's stages (cp.async; up to 4 stages, as the shared
+//   memory holds them) and reads back only those, so the copies need no barrier and hold no
 //   registers while in flight. A 16-bit cache's tiles (half the keys for the same bytes, no
 //   conversion) go straight into two register sets taken in turn (measured faster for them).
 // - A tile that every row sees whole and whose blocks are all in the cache (all but the last of a
@@ -40,10 +40,11 @@ namespace fp8kit::ops::attention_kernels::mma {
 constexpr int kDecodeWarps = kAttentionMmaDecodeWarps;
 constexpr int kDecodeTableSlots = kAttentionMmaDecodeTableSlots;
 
-// Keys of one warp's tile: 32 for an FP8 cache, 16 for a 16-bit one (8 KiB of K and V at head
-// size 128 either way).
+// Keys of one warp's tile: 16 (4 KiB of K and V at head size 128 for an FP8 cache, 8 KiB for a
+// 16-bit one). FP8 tiles of 32 keys took more registers than 3 CTAs an SM allow; tiles of 16 in
+// 4 stages keep as many bytes in flight.
 template <bool kFp8>
-constexpr int kDecodeWarpKeys = kFp8 ? 32 : 16;
+constexpr int kDecodeWarpKeys = 16;
 
 // The fragment layout. A 16-byte unit of a key row holds kUnit elements (16 FP8, 8 16-bit); lane
 // (g, c) of the S = Q K^T mma loads, of key g of each 8-key n-tile, the units u at element
@@ -100,8 +101,8 @@ __device__ __forceinline__ float times_pow2(float x, int e) {
 }
 
 template <typename Tag, int kD, bool kFp8>
-__global__ void __launch_bounds__(kThreads, 2) paged_attention_mma_decode_kernel(const AttnParams p, bool e5m2,
-                                                                                 bool q_vector, int stages) {
+__global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPerSm : kAttentionMmaCtasPerSm)
+    paged_attention_mma_decode_kernel(const AttnParams p, bool e5m2, bool q_vector, int stages) {
   using T = typename Tag::Storage;
   // The tensor cores' operand type: f16 for an FP8 cache (every e4m3 and e5m2 value is an f16
   // value, and one cvt widens two), the query's type for a 16-bit cache.
@@ -418,7 +419,9 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_mma_decode_kernel
         const int ahead = i + stages - 1;
         if (ahead < tiles) issue_tile(ahead % stages, first + ahead * kCtaKeys);
         cp_async_commit();
-        if (stages == 3) {  // tile i has landed
+        if (stages == 4) {  // tile i has landed
+          cp_async_wait_group<3>();
+        } else if (stages == 3) {
           cp_async_wait_group<2>();
         } else {
           cp_async_wait_group<1>();
@@ -486,10 +489,11 @@ template <typename Tag, int kD, bool kFp8>
 void launch_decode_instance(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
   constexpr auto kernel = paged_attention_mma_decode_kernel<Tag, kD, kFp8>;
   static_assert(attention_mma_decode_merge_row(kD) == 8 * (kD / 8 + 4) + 1, "the kernel's merge row");
-  // The plan's stages (2 or 3 for an FP8 cache; anything else takes the fewest).
+  // The plan's stages (2 to 4 for an FP8 cache; anything else takes the fewest).
   const int stages = !kFp8 ? 0
-                     : l.decode_stages == kAttentionMmaDecodeMaxStages ? kAttentionMmaDecodeMaxStages
-                                                                       : kAttentionMmaDecodeMinStages;
+                     : l.decode_stages >= kAttentionMmaDecodeMinStages && l.decode_stages <= kAttentionMmaDecodeMaxStages
+                         ? l.decode_stages
+                         : kAttentionMmaDecodeMinStages;
   const size_t smem = attention_mma_decode_shared_bytes(kD, kFp8, stages);
   cuda::allow_dynamic_smem<kernel>(int(smem));
   const dim3 grid(unsigned(l.items_bound), unsigned(p.num_kv_heads), unsigned(p.splits));

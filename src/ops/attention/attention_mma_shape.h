@@ -14,15 +14,19 @@ inline constexpr int kAttentionMmaTileKeys = 64;
 inline constexpr int64_t kAttentionMmaDecodeMaxHeadSize = 128;
 inline constexpr int kAttentionMmaDecodeWarps = 4;
 inline constexpr int kAttentionMmaDecodeTableSlots = 512;
-// An FP8 cache's tiles in the decode kernel go through shared memory (cp.async) in 2 or 3 stages a
+// An FP8 cache's tiles in the decode kernel go through shared memory (cp.async) in 2 to 4 stages a
 // warp, as the device's shared memory allows (the plan picks); a 16-bit cache's are held in
 // registers, two a warp.
 inline constexpr int kAttentionMmaDecodeMinStages = 2;
-inline constexpr int kAttentionMmaDecodeMaxStages = 3;
+inline constexpr int kAttentionMmaDecodeMaxStages = 4;
+// CTAs of the decode kernel an SM can hold by its launch bounds: 3 with an FP8 cache (at most 170
+// registers a thread), 2 with a 16-bit one (whose two register sets of tiles need more).
+inline constexpr int kAttentionMmaDecodeFp8CtasPerSm = 3;
+inline constexpr int kAttentionMmaCtasPerSm = 2;
 
-// One warp's tile of the decode kernel: 32 keys of an FP8 cache, 16 of a 16-bit one, K and V.
+// One warp's tile of the decode kernel: 16 keys, K and V.
 constexpr size_t attention_mma_decode_stage_bytes(int64_t head_size, int element_bytes) {
-  return size_t(element_bytes == 1 ? 32 : 16) * size_t(head_size) * size_t(element_bytes) * 2;
+  return size_t(16) * size_t(head_size) * size_t(element_bytes) * 2;
 }
 
 // The decode kernel's merge buffer: a row holds a lane's 8 shares of D / 8 values at a stride of

@@ -10,7 +10,11 @@
 namespace fp8kit::ops {
 namespace {
 
-constexpr int64_t kMinKeysPerSplit = 256;  // a split streams at least this many keys (4 mma tiles)
+// A split's fixed cost (its start, merge and partials) in keys streamed, and the fewest keys it
+// takes: 256 for the kernels of 2 CTAs an SM; 512 for the FP8 cache's decode kernel (3 CTAs an SM,
+// 4 stages to fill), fitted to its split sweep on the H200 (docs/PERFORMANCE.md).
+constexpr int64_t kSplitKeys = 256;
+constexpr int64_t kSplitKeysFp8Decode = 512;
 constexpr int64_t kMaxPartialBytes = int64_t(512) << 20;
 constexpr int64_t kAlign = 256;
 
@@ -71,14 +75,38 @@ PagedAttentionPlan plan_paged_attention(const PagedAttentionDesc& d, const Overr
   const int64_t items_estimate = std::max(std::min(seqs, plan.items_bound), ceil_div(packed_rows, rows));
   const int64_t ctas = std::max<int64_t>(items_estimate * d.num_kv_heads, 1);
 
-  // Splits: the count with the least estimated time, waves of two CTAs an SM times a CTA's keys
-  // plus a fixed cost of kMinKeysPerSplit keys (its start, merge and partials), as long as a split
-  // keeps kMinKeysPerSplit keys: on the H200, 64 CTAs of 16k keys run best in 4 splits (one wave),
-  // not 5 (two waves) nor 33 (short splits); 256 CTAs of 4k keys unsplit (docs/PERFORMANCE.md).
-  const int64_t slots = 2 * int64_t(d.sm_count);
+  // 16-row items up to kAttentionMmaDecodeMaxHeadSize run the decode kernel (attention_mma_instances.cuh).
+  const bool decode_kernel = plan.kernel == AttentionKernel::kMma && plan.rows_per_item == 16 &&
+                             d.head_size <= kAttentionMmaDecodeMaxHeadSize;
+  // CTAs an SM: the launch bounds' count where the SM's shared memory holds that many (each CTA
+  // also takes 1 KiB the system reserves). An FP8 cache's decode takes the most stages that keep
+  // the residency of the fewest.
+  auto resident = [&](size_t shared, int bound) {
+    return int(std::clamp<int64_t>(d.shared_bytes_per_sm / (int64_t(shared) + 1024), 1, bound));
+  };
+  if (decode_kernel && d.cache_dtype != KvCacheDtype::kAuto) {
+    auto shared = [&](int stages) { return attention_mma_decode_shared_bytes(d.head_size, true, stages); };
+    plan.decode_stages = kAttentionMmaDecodeMinStages;
+    plan.ctas_per_sm = resident(shared(plan.decode_stages), kAttentionMmaDecodeFp8CtasPerSm);
+    for (int s = kAttentionMmaDecodeMinStages + 1; s <= kAttentionMmaDecodeMaxStages; ++s) {
+      if (int64_t(shared(s)) <= d.max_shared_bytes && resident(shared(s), kAttentionMmaDecodeFp8CtasPerSm) >= plan.ctas_per_sm) {
+        plan.decode_stages = s;
+      }
+    }
+  } else if (decode_kernel) {
+    plan.ctas_per_sm = resident(attention_mma_decode_shared_bytes(d.head_size, false, 0), kAttentionMmaCtasPerSm);
+  }
+
+  // Splits: the count with the least estimated time, waves of the kernel's CTAs an SM times a
+  // CTA's keys plus a split's fixed cost, as long as a split keeps that many keys. On the H200,
+  // with 2 CTAs an SM (a bf16 cache), 64 CTAs of 16k keys run best in 4 splits (one wave), not 5
+  // (two waves) nor 33 (short splits), 256 CTAs of 4k keys unsplit; with the FP8 decode's 3, 512
+  // CTAs of 2k keys in 2 splits, 256 of 4k in 3 (docs/PERFORMANCE.md).
+  const int64_t slots = int64_t(plan.ctas_per_sm) * int64_t(d.sm_count);
   const int64_t keys = std::max<int64_t>(d.max_seq_len_bound, 1);
-  const int64_t by_length = std::max<int64_t>(ceil_div(keys, kMinKeysPerSplit), 1);
-  auto time_of = [&](int64_t s) { return ceil_div(ctas * s, slots) * (ceil_div(keys, s) + kMinKeysPerSplit); };
+  const int64_t split_keys = plan.decode_stages > 0 ? kSplitKeysFp8Decode : kSplitKeys;
+  const int64_t by_length = std::max<int64_t>(ceil_div(keys, split_keys), 1);
+  auto time_of = [&](int64_t s) { return ceil_div(ctas * s, slots) * (ceil_div(keys, s) + split_keys); };
   int64_t splits = 1;
   for (int64_t s = 2; s <= std::min<int64_t>(by_length, kAttentionMaxSplits) && ctas * s <= 8 * slots; ++s) {
     if (time_of(s) < time_of(splits)) splits = s;
@@ -101,19 +129,12 @@ PagedAttentionPlan plan_paged_attention(const PagedAttentionDesc& d, const Overr
     end += align_up(splits * partial_rows * 2 * 4);
   }
   plan.scratch_bytes = end;
-  // 16-row items up to kAttentionMmaDecodeMaxHeadSize run the decode kernel (attention_mma_instances.cuh).
-  const bool decode_kernel = plan.kernel == AttentionKernel::kMma && plan.rows_per_item == 16 &&
-                             d.head_size <= kAttentionMmaDecodeMaxHeadSize;
-  if (decode_kernel && d.cache_dtype != KvCacheDtype::kAuto) {
-    const bool deep = int64_t(attention_mma_decode_shared_bytes(d.head_size, true, kAttentionMmaDecodeMaxStages)) <=
-                      d.max_shared_bytes;
-    plan.decode_stages = deep ? kAttentionMmaDecodeMaxStages : kAttentionMmaDecodeMinStages;
-  }
   plan.reason = std::string(attention_kernel_name(plan.kernel)) + (decode_kernel ? " decode" : "") +
                 (rejected.empty() || plan.kernel == AttentionKernel::kMma ? "" : " (" + rejected + ")") + ", " +
                 std::to_string(plan.rows_per_item) + "-row items (" + std::to_string(items_estimate) + " x " +
                 std::to_string(d.num_kv_heads) + " KV heads), " + std::to_string(plan.splits) + " split(s)" +
-                (plan.decode_stages > 0 ? ", " + std::to_string(plan.decode_stages) + " stages" : "");
+                (plan.decode_stages > 0 ? ", " + std::to_string(plan.decode_stages) + " stages" : "") + ", " +
+                std::to_string(plan.ctas_per_sm) + " CTAs an SM";
   return plan;
 }
 

@@ -44,6 +44,7 @@ struct PagedAttentionDesc {
   int sm_count = 132;
   int compute_capability = 90;                // major * 10 + minor
   int64_t max_shared_bytes = 232448;          // dynamic shared memory a block may opt in to (H100/H200: 227 KiB)
+  int64_t shared_bytes_per_sm = 233472;       // shared memory of an SM (H100/H200: 228 KiB)
 };
 
 struct PagedAttentionPlan {
@@ -52,9 +53,10 @@ struct PagedAttentionPlan {
   int warps_m = 1;          // mma: warps along the rows (16 each); warps_m * warps_n = 4
   int warps_n = 4;          // mma: warps along a tile's keys
   int splits = 1;           // key ranges per item, merged by the combine kernel when > 1
-  // mma decode kernel with an FP8 cache: its tiles' stages in shared memory a warp (2 or 3, as
-  // many as the device's shared memory holds; 0 otherwise).
+  // mma decode kernel with an FP8 cache: its tiles' stages in shared memory a warp (2 to 4, as
+  // many as the device's shared memory holds for its CTAs an SM; 0 otherwise).
   int decode_stages = 0;
+  int ctas_per_sm = 2;      // of the kernel, by its launch bounds and shared memory: the splits' slots
   int64_t items_bound = 0;  // grid size along the items: at least the items any metadata can need
   // Scratch on the device (workspace bytes, 256-byte aligned offsets): the item list and its count,
   // then (splits > 1) the partials.
