@@ -189,12 +189,16 @@ __device__ __forceinline__ float masked_logit(float raw, bool ok, float softcap,
 // masked base-2 logits and tile_max this lane's maxima of them: the running max m and sum l
 // (this lane's share) and the accumulators rescaled, and P^ = P * 2^kPShift rounded to 16 bits
 // as the A operand of P V (l sums the rounded values, so the factor cancels in acc / l).
+// lower_only (uniform in the warp): rows 8-15 are padding whose output is never written, and so
+// their state is left as it is and their P is zero.
 template <typename Tag, int kPShift = 0, int kNt, int kDt>
 __device__ __forceinline__ void softmax_tile(const float (&s)[kNt][4], float (&tile_max)[2], float (&m)[2],
-                                             float (&l)[2], float (&acc)[kDt][4], uint32_t (&pa)[kNt][2]) {
-  float corr[2];
+                                             float (&l)[2], float (&acc)[kDt][4], uint32_t (&pa)[kNt][2],
+                                             bool lower_only = false) {
+  float corr[2] = {1.0f, 1.0f};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    if (h == 1 && lower_only) break;
     tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
     tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
     const float m_new = nan_max(m[h], tile_max[h]);
@@ -205,13 +209,17 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[kNt][4], float (&t
 #pragma unroll
   for (int n = 0; n < kDt; ++n) {
     acc[n][0] = __fmul_rn(acc[n][0], corr[0]), acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
-    acc[n][2] = __fmul_rn(acc[n][2], corr[1]), acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+    if (!lower_only) acc[n][2] = __fmul_rn(acc[n][2], corr[1]), acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
   }
   const float m_shifted[2] = {__fsub_rn(m[0], float(kPShift)), __fsub_rn(m[1], float(kPShift))};
 #pragma unroll
   for (int n = 0; n < kNt; ++n) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
+      if (h == 1 && lower_only) {
+        pa[n][1] = 0u;
+        break;
+      }
       const float x0 = s[n][2 * h], x1 = s[n][2 * h + 1];
       const float p0 = (x0 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x0 - m_shifted[h]);
       const float p1 = (x1 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x1 - m_shifted[h]);

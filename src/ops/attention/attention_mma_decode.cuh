@@ -304,6 +304,9 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
 #pragma unroll
   for (int n = 0; n < L::kDt; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
+  // An item of at most 8 rows (a GQA decode step of group 8 or less) leaves the lane's second row
+  // to padding: its logits and softmax are skipped (softmax_tile).
+  const bool lower_only = it.rows <= 8;
 
   auto consume = [&](const Tile& t, uint32_t readable, int tile0) {
     // S = Q K^T: 16 rows x the warp's keys.
@@ -345,6 +348,7 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int h = e / 2;
+          if (h == 1 && lower_only) break;
           s[n][e] = masked_logit(s[n][e], true, p.softcap, logit_scale[h], base2_scale[h]);
           tile_max[h] = nan_max(tile_max[h], s[n][e]);
         }
@@ -355,6 +359,7 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int h = e / 2, i = n * 8 + 2 * c + (e % 2), j = tile0 + i;
+          if (h == 1 && lower_only) break;
           const bool ok = ((readable >> i) & 1u) != 0 && j >= seen[h].first && j <= seen[h].last;
           s[n][e] = masked_logit(s[n][e], ok, p.softcap, logit_scale[h], base2_scale[h]);
           tile_max[h] = nan_max(tile_max[h], s[n][e]);
@@ -362,7 +367,7 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
       }
     }
     uint32_t pa[L::kNt][2];
-    softmax_tile<MmaTag, kPShift>(s, tile_max, m, l, acc, pa);
+    softmax_tile<MmaTag, kPShift>(s, tile_max, m, l, acc, pa, lower_only);
     // O += P^ V: b0 of n-tile n pairs keys 2c, 2c + 1 of dim n of the lane's share, b1 keys
     // 2c + 8, 2c + 9.
 #pragma unroll
