@@ -161,8 +161,9 @@ TEST(AttentionPlan, CudaCoresWhereTheTensorCoreKernelCannotServe) {
 }
 
 TEST(AttentionPlan, PrefillShapeOnlyWhereTheSharedMemoryHoldsIt) {
-  // sm_89 opts in to 99 KiB a block: head size 256 with 64-row items needs 101632 bytes.
-  EXPECT_EQ(attention_mma_shared_bytes(256, 4), size_t(64 * 264 * 2 + 64 * 264 * 2 * 2 + 64 * 4));
+  // sm_89 opts in to 99 KiB a block: head size 256 with 64-row items needs 101888 bytes (Q, one
+  // stage of K and V, the stage's key flags and the rows' q exponents).
+  EXPECT_EQ(attention_mma_shared_bytes(256, 4), size_t(64 * 264 * 2 + 64 * 264 * 2 * 2 + 64 * 4 + 64 * 4));
   PagedAttentionDesc d = llama(2048, 1, 2048);
   d.head_size = 256, d.compute_capability = 89, d.max_shared_bytes = 101376;
   const PagedAttentionPlan p = plan_paged_attention(d, {});

@@ -1,7 +1,8 @@
 // paged_attention on 16-bit tensor cores (the plan's kMma; mma.sync m16n8k16, f32 accumulators,
 // sm_80+), FlashAttention-2 style: an item's rows (16 per warp, packed (token, group head) rows of
 // one KV head) against tiles of 64 keys gathered through the block table into shared memory as
-// 16-bit values (an FP8 cache converted there, exactly; a 16-bit cache copied with cp.async),
+// 16-bit values (an FP8 cache widened there to f16, exactly, against q rows scaled into f16's
+// range; a 16-bit cache copied with cp.async),
 // S = Q K^T and O += P V on tensor cores, the online softmax in f32 registers (base 2).
 // Two shapes (attention_plan.h): prefill, 4 warps x 16 rows, each warp all 64 keys of a tile;
 // decode, 1 x 16 rows, each of the 4 warps 16 keys of every tile with its own softmax state,
@@ -10,8 +11,9 @@
 // (attention_common.cuh).
 //
 // Numerics against the reference (attention_ref.cpp, kDequantize): q and the raw cache values are
-// exact in the 16-bit operands; the logit is f32(q . raw) * (scale * k_scale * log2 e), the
-// output (P^ . raw_v) * v_scale / l where P^ = P rounded to the query's 16-bit type and l sums
+// exact in the 16-bit operands (a bf16 q row with an FP8 cache down to 2^-31 of its largest); the
+// logit is f32(q . raw) * (scale * k_scale * log2 e), the output (P^ . raw_v) * v_scale / l where
+// P^ = P rounded to the operands' 16-bit type (as P * 2^8 with an FP8 cache) and l sums
 // the rounded P^ (so the rounding of P acts as a relative error of each weight, at most 2^-9 for
 // bf16, 2^-12 for f16: the tests' bound adds u16 * sum_j p_j |v_jd - o_d|). Rows that do not
 // see a key get a weight of exactly 0, so a NaN or inf stored in a key that another row of the
@@ -172,6 +174,15 @@ __device__ __forceinline__ uint32_t widen_fp8x2(uint32_t pair, bool e5m2) {
 #endif
 }
 
+// 2^x on the SFU alone (ex2.approx.ftz: the same MUFU.EX2 that exp2f issues, without exp2f's
+// three instructions that keep results below 2^-126 as subnormals: here such a weight is 0,
+// against a row maximum's weight of 2^kPShift). 2^-inf = 0, NaN stays NaN.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // The base-2 logit of a raw dot (s = capped(raw * scale * k_scale) * log2 e), -inf where the
 // row does not see the key.
 __device__ __forceinline__ float masked_logit(float raw, bool ok, float softcap, float logit_scale,
@@ -202,16 +213,24 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[kNt][4], float (&t
     tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
     tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
     const float m_new = nan_max(m[h], tile_max[h]);
-    corr[h] = m_new == kNegInf ? 1.0f : exp2f(m[h] - m_new);
+    corr[h] = m_new == kNegInf ? 1.0f : fast_exp2(m[h] - m_new);
     m[h] = m_new;
     l[h] = __fmul_rn(l[h], corr[h]);
   }
+  // Once a row's maximum has settled its factor is 1 (no rescale: x * 1 is x, and NaN != 1 still
+  // rescales), and the warp skips its accumulators' multiplies when every row's is.
+  if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-  for (int n = 0; n < kDt; ++n) {
-    acc[n][0] = __fmul_rn(acc[n][0], corr[0]), acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
-    if (!lower_only) acc[n][2] = __fmul_rn(acc[n][2], corr[1]), acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+    for (int n = 0; n < kDt; ++n) {
+      acc[n][0] = __fmul_rn(acc[n][0], corr[0]), acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
+      if (!lower_only) acc[n][2] = __fmul_rn(acc[n][2], corr[1]), acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+    }
   }
-  const float m_shifted[2] = {__fsub_rn(m[0], float(kPShift)), __fsub_rn(m[1], float(kPShift))};
+  // A row that has seen no key yet (m = -inf) subtracts 0, so that its masked logits give
+  // 2^-inf = 0 without a test a logit (a NaN logit still gives NaN, and so does inf - inf).
+  float m_shifted[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) m_shifted[h] = m[h] == kNegInf ? 0.0f : __fsub_rn(m[h], float(kPShift));
 #pragma unroll
   for (int n = 0; n < kNt; ++n) {
 #pragma unroll
@@ -220,9 +239,8 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[kNt][4], float (&t
         pa[n][1] = 0u;
         break;
       }
-      const float x0 = s[n][2 * h], x1 = s[n][2 * h + 1];
-      const float p0 = (x0 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x0 - m_shifted[h]);
-      const float p1 = (x1 == kNegInf || m[h] == kNegInf) ? 0.0f : exp2f(x1 - m_shifted[h]);
+      const float p0 = fast_exp2(__fsub_rn(s[n][2 * h], m_shifted[h]));
+      const float p1 = fast_exp2(__fsub_rn(s[n][2 * h + 1], m_shifted[h]));
       pa[n][h] = pack2<Tag>(p0, p1);
       const float2 r = unpack2<Tag>(pa[n][h]);
       l[h] = __fadd_rn(l[h], __fadd_rn(r.x, r.y));
@@ -269,6 +287,42 @@ __device__ __forceinline__ MergedRow merge_four_warps(const float* merge_ml, int
   return out;
 }
 
+// A bf16 row of q goes into f16 operands (FP8 caches) as q * 2^e, e (the row's exponent) placing
+// its largest finite |q| in [2^14, 2^15): every bf16 value of the row at least 2^-31 of that
+// largest is then exact in f16. Within [-100, 100], so the logit scales times 2^-e stay normal
+// floats.
+__device__ __forceinline__ int q_row_exponent(uint32_t max_abs_bits) {
+  if (max_abs_bits == 0) return 0;
+  const int e = 14 - (int(max_abs_bits >> 23) - 127);
+  return e < -100 ? -100 : (e > 100 ? 100 : e);
+}
+// x * 2^e for |e| <= 100, in two exact steps of normal factors.
+__device__ __forceinline__ float times_pow2(float x, int e) {
+  const int a = e / 2, b = e - e / 2;
+  return __fmul_rn(__fmul_rn(x, __int_as_float((a + 127) << 23)), __int_as_float((b + 127) << 23));
+}
+// Eight bf16 values of a row, whose chunks of 8 lie on kLanes consecutive lanes of the warp (every
+// lane calling), as f16 values times 2^e of the row's exponent; returns e. An inf or NaN stays
+// one.
+template <int kLanes>
+__device__ __forceinline__ int bf16_chunk_to_f16_operands(uint16_t (&e)[8]) {
+  uint32_t max_abs = 0;  // of the finite values
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const uint32_t a = (uint32_t(e[k]) << 16) & 0x7fffffffu;
+    if (a < 0x7f800000u && a > max_abs) max_abs = a;
+  }
+#pragma unroll
+  for (int x = 1; x < kLanes; x *= 2) max_abs = max(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, x));
+  const int q_exp = q_row_exponent(max_abs);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const __half h = __float2half_rn(times_pow2(__uint_as_float(uint32_t(e[k]) << 16), q_exp));
+    e[k] = *reinterpret_cast<const uint16_t*>(&h);
+  }
+  return q_exp;
+}
+
 // ---- the kernel ----------------------------------------------------------------------------------
 
 template <int kD>
@@ -277,8 +331,15 @@ template <int kD>
 constexpr int kRowElems = kD + 8;  // the padding keeps ldmatrix free of bank conflicts
 
 template <typename Tag, int kD, bool kFp8, int kWarpsM>
-__global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const AttnParams p, bool e5m2, bool q_vector) {
+__global__ void __launch_bounds__(kThreads, kAttentionMmaCtasPerSm) paged_attention_mma_kernel(const AttnParams p, bool e5m2, bool q_vector) {
   using T = typename Tag::Storage;
+  // The tensor cores' operand type: f16 for an FP8 cache (every e4m3 and e5m2 value is an f16
+  // value, and one cvt widens two; a bf16 q row is scaled into f16's range, as in the decode
+  // kernel), the query's type for a 16-bit cache. P is then rounded as P * 2^8, so that f16 keeps
+  // 11 bits of every weight down to 2^-22 (l and the accumulators carry the factor, which the
+  // division cancels).
+  using MmaTag = std::conditional_t<kFp8, F16, Tag>;
+  constexpr int kPShift = kFp8 ? 8 : 0;
   constexpr int kWarpsN = 4 / kWarpsM;
   constexpr int kRows = 16 * kWarpsM;             // rows of the item
   constexpr int kWarpKeys = kTileKeys / kWarpsN;  // keys of a tile one warp takes: 64 or 16
@@ -293,7 +354,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
   extern __shared__ uint4 smem_raw[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);              // [kRows][kRowE]
   int* flags_s = reinterpret_cast<int*>(q_s + kRows * kRowE);         // [kSt][64]: key readable
-  uint16_t* tiles = reinterpret_cast<uint16_t*>(flags_s + kSt * kTileKeys);  // [kSt][2][64][kRowE]
+  int* q_exp_s = flags_s + kSt * kTileKeys;                            // [kRows]: the rows' q exponents
+  uint16_t* tiles = reinterpret_cast<uint16_t*>(q_exp_s + kRows);      // [kSt][2][64][kRowE]
   auto tile = [&](int stage, int which) { return tiles + (stage * 2 + which) * kTileKeys * kRowE; };
 
   const Item it = resolve_item(p, p.items[blockIdx.x]);
@@ -302,92 +364,116 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
   const int wm = warp % kWarpsM, wn = warp / kWarpsM;
   const int g = lane / 4, c = lane % 4;
 
-  // Q rows -> shared memory as 16-bit (zeros past the item's rows).
+  // Q rows -> shared memory as 16-bit operands (zeros past the item's rows). A row's kD / 8 chunks
+  // of 8 are on kD / 8 consecutive lanes (a whole number of passes of the block), which agree on
+  // the row's exponent for an FP8 cache.
+  static_assert(kRows * (kD / 8) % kThreads == 0 && kD / 8 <= 32, "a row's chunks on consecutive lanes of one warp");
   for (int i = tid; i < kRows * (kD / 8); i += kThreads) {
     const int r = i / (kD / 8), d0 = (i % (kD / 8)) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
+    uint16_t e[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (r < it.rows) {
       const int64_t packed = it.row0 + r;
       const int64_t t = it.q_start + packed / p.group, h = kvh * p.group + packed % p.group;
       const T* src = static_cast<const T*>(p.q) + t * p.q_token_stride + h * p.q_head_stride + d0;
       if (q_vector) {
-        v = __ldg(reinterpret_cast<const uint4*>(src));
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) e[2 * k] = uint16_t(w[k]), e[2 * k + 1] = uint16_t(w[k] >> 16);
       } else {
-        uint16_t e[8];
 #pragma unroll
         for (int k = 0; k < 8; ++k) e[k] = src[k].bits;
-        v = make_uint4(e[0] | (uint32_t(e[1]) << 16), e[2] | (uint32_t(e[3]) << 16), e[4] | (uint32_t(e[5]) << 16),
-                       e[6] | (uint32_t(e[7]) << 16));
       }
     }
-    *reinterpret_cast<uint4*>(q_s + r * kRowE + d0) = v;
+    int q_exp = 0;  // f16 queries (and a 16-bit cache's operands) are used as they are
+    if constexpr (kFp8 && Tag::kIsBf16) q_exp = bf16_chunk_to_f16_operands<kD / 8>(e);
+    if (i % (kD / 8) == 0) q_exp_s[r] = q_exp;
+    *reinterpret_cast<uint4*>(q_s + r * kRowE + d0) =
+        make_uint4(e[0] | (uint32_t(e[1]) << 16), e[2] | (uint32_t(e[3]) << 16), e[4] | (uint32_t(e[5]) << 16),
+                   e[6] | (uint32_t(e[7]) << 16));
   }
 
   // This lane's two rows (g and g + 8 of the warp's 16) and the keys each sees.
   KeyRange seen[2];
+  bool row_real[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = wm * 16 + g + 8 * h;
-    seen[h] = r < it.rows ? visible_keys(p, it, row_position(p, it, r)) : KeyRange{0, -1};
+    row_real[h] = r < it.rows;
+    seen[h] = row_real[h] ? visible_keys(p, it, row_position(p, it, r)) : KeyRange{0, -1};
   }
   const KeyRange keys = split_keys(item_keys(p, it), blockIdx.z, p.splits, kTileKeys);
   const float k_scale = kFp8 ? __ldg(p.kv_scale[0] + kvh * p.kv_scale_stride) : 1.0f;
   const float v_scale = kFp8 ? __ldg(p.kv_scale[1] + kvh * p.kv_scale_stride) : 1.0f;
-  const float logit_scale = __fmul_rn(p.scale, k_scale);  // s = capped(raw dot * scale * k_scale)
-  const float base2_scale = __fmul_rn(logit_scale, kLog2e);
+  // s = capped(raw dot * scale * k_scale), the scales of the lane's rows times 2^-e for their q
+  // exponents: raw * 2^e * (scale * 2^-e) rounds exactly as raw * scale.
+  __syncthreads();  // q_exp_s
+  float logit_scale[2], base2_scale[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float ls = __fmul_rn(p.scale, k_scale);
+    const int q_exp = q_exp_s[wm * 16 + g + 8 * h];
+    logit_scale[h] = times_pow2(ls, -q_exp);
+    base2_scale[h] = times_pow2(__fmul_rn(ls, kLog2e), -q_exp);
+  }
 
-  // One tile's K and V: chunk i of 16 bytes of the tile (key i / chunks_per_key). FP8 chunks are
-  // loaded into registers (`raw`) and widened into the stage by store_fp8; 16-bit ones go by
-  // cp.async. Keys past the range or in blocks outside the cache are zeros with flag 0.
-  constexpr int kChunksPerKey = kFp8 ? kD / 16 : kD / 8;
-  constexpr int kChunks = kTileKeys * kChunksPerKey / kThreads;  // per thread, per tensor
+  // One tile's K and V: thread t takes key t / 2 and every other 16-byte chunk of its row (from
+  // chunk t % 2), so that its block is looked up and its address computed once a tile, and two
+  // neighbouring threads read 32 contiguous bytes (a whole sector). FP8 chunks are loaded into
+  // registers (`raw`) and widened into the stage by store_fp8; 16-bit ones go by cp.async. Keys
+  // past the range or in blocks outside the cache are zeros with flag 0, and `readable` says
+  // whether every key of the thread's tile is readable (the barrier after it ANDs them).
+  static_assert(kThreads == 2 * kTileKeys, "two threads a key");
+  constexpr int kChunkElems = kFp8 ? 16 : 8;
+  constexpr int kChunks = kD / kChunkElems / 2;  // per thread, per tensor
+  const int my_key = tid / 2, my_half = tid % 2;
   uint4 raw[2][kFp8 ? kChunks : 1];
+  bool readable = true;
   const BlockDivider div(p.block_size);
   auto issue_tile = [&](int64_t tile0, int stage) {
+    const int64_t j = tile0 + my_key;
+    int64_t block = -1;
+    if (j <= keys.last) {
+      block = __ldg(it.table + div.block(int(j)));
+      if (block >= p.num_blocks) block = -1;
+    }
+    readable = block >= 0;
+    const int64_t slot = div.slot(int(j));
+    if (my_half == 0) flags_s[stage * kTileKeys + my_key] = readable;
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      const int chunk = tid + i * kThreads;
-      const int key = chunk / kChunksPerKey, col = (chunk % kChunksPerKey) * (kFp8 ? 16 : 8);
-      const int64_t j = tile0 + key;
-      // The key's block, read once for K and V.
-      int64_t block = -1;
-      if (j <= keys.last) {
-        block = __ldg(it.table + div.block(int(j)));
-        if (block >= p.num_blocks) block = -1;
-      }
-      const int64_t slot = div.slot(int(j));
+    for (int which = 0; which < 2; ++which) {
+      // The row's first chunk; the others at constant offsets from it (an unreadable key's
+      // addresses stay inside the cache, and nothing is read from them).
+      const int64_t at = readable ? block * p.block_stride[which] + slot * p.page_stride[which] + kvh * p.head_stride[which] : 0;
+      const int first = my_half * kChunkElems;
+      if constexpr (kFp8) {
+        const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.cache[which]) + at + first);
 #pragma unroll
-      for (int which = 0; which < 2; ++which) {
-        const int64_t at =
-            block >= 0 ? block * p.block_stride[which] + slot * p.page_stride[which] + kvh * p.head_stride[which] : -1;
-        if (which == 0 && col == 0) flags_s[stage * kTileKeys + key] = at >= 0;
-        if constexpr (kFp8) {
-          raw[which][i] = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.cache[which]) + at + col))
-                                  : make_uint4(0, 0, 0, 0);
-        } else {
-          const T* src = at >= 0 ? static_cast<const T*>(p.cache[which]) + at + col : static_cast<const T*>(p.cache[which]);
-          cp_async16(tile(stage, which) + key * kRowE + col, src, at >= 0 ? 16 : 0);
-        }
+        for (int i = 0; i < kChunks; ++i) raw[which][i] = readable ? __ldg(src + 2 * i) : make_uint4(0, 0, 0, 0);
+      } else {
+        const T* src = static_cast<const T*>(p.cache[which]) + at + first;
+        uint16_t* dst = tile(stage, which) + my_key * kRowE + first;
+#pragma unroll
+        for (int i = 0; i < kChunks; ++i) cp_async16(dst + 2 * i * kChunkElems, src + 2 * i * kChunkElems, readable ? 16 : 0);
       }
     }
     if constexpr (!kFp8) cp_async_commit();
   };
   auto store_fp8 = [&](int stage) {
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      const int chunk = tid + i * kThreads;
-      const int key = chunk / kChunksPerKey, col = (chunk % kChunksPerKey) * 16;
+    for (int which = 0; which < 2; ++which) {
 #pragma unroll
-      for (int which = 0; which < 2; ++which) {
+      for (int i = 0; i < kChunks; ++i) {
+        const int col = (my_half + 2 * i) * kChunkElems;
         const uint4 w = raw[which][i];
         const uint32_t words[4] = {w.x, w.y, w.z, w.w};
         uint32_t out[8];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          out[2 * k] = widen_fp8x2<Tag>(words[k], e5m2);
-          out[2 * k + 1] = widen_fp8x2<Tag>(words[k] >> 16, e5m2);
+          out[2 * k] = widen_fp8x2<MmaTag>(words[k], e5m2);
+          out[2 * k + 1] = widen_fp8x2<MmaTag>(words[k] >> 16, e5m2);
         }
-        uint4* dst = reinterpret_cast<uint4*>(tile(stage, which) + key * kRowE + col);
+        uint4* dst = reinterpret_cast<uint4*>(tile(stage, which) + my_key * kRowE + col);
         dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
         dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
       }
@@ -405,7 +491,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
     if constexpr (kFp8) store_fp8(0);
     if constexpr (!kFp8) cp_async_wait_all();
   }
-  __syncthreads();
+  bool tile_readable = __syncthreads_and(readable);  // every key of the current tile
   for (int64_t ti = 0; ti < num_tiles; ++ti) {
     const int64_t tile0 = keys.first + ti * kTileKeys;
     const int stage = kSt == 2 ? int(ti % 2) : 0;
@@ -427,26 +513,61 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
         uint32_t b[4];
         const int key = wn * kWarpKeys + n * 8 + (lane & 7) + ((lane >> 4) << 3);
         ldmatrix_x4(b, smem_addr(k_s + key * kRowE + ks * 16 + ((lane >> 3) & 1) * 8));
-        mma16816<Tag>(s[n], a, b[0], b[1]);
-        mma16816<Tag>(s[n + 1], a, b[2], b[3]);
+        mma16816<MmaTag>(s[n], a, b[0], b[1]);
+        mma16816<MmaTag>(s[n + 1], a, b[2], b[3]);
       }
     }
-    // Logits (base 2), masked: rows see [first, last] of readable keys.
+    // Logits (base 2).
+    if (p.softcap > 0.0f) {
+#pragma unroll
+      for (int n = 0; n < kNt; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[n][e] = __fmul_rn(capped(__fmul_rn(s[n][e], logit_scale[e / 2]), p.softcap), kLog2e);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < kNt; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] = __fmul_rn(s[n][e], base2_scale[e / 2]);
+      }
+    }
+    // Masked where a row does not see a key: rows see [first, last] of readable keys. Most
+    // tiles of a prefill are seen whole by every row of the warp (all but the diagonal's and
+    // the window's edges): they skip the test (padding rows, whose output is never written,
+    // count as seeing every key).
+    bool sees_tile = true;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      sees_tile = sees_tile && (!row_real[h] || (seen[h].first <= tile0 && tile0 + (kTileKeys - 1) <= seen[h].last));
+    }
+    if (!(tile_readable && __all_sync(0xffffffffu, sees_tile))) {
+      int lo[2], hi[2];  // the row's keys of the tile, relative to its first
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        lo[h] = int(max(min(seen[h].first - tile0, int64_t(kTileKeys)), int64_t(-1)));
+        hi[h] = int(max(min(seen[h].last - tile0, int64_t(kTileKeys)), int64_t(-1)));
+      }
+#pragma unroll
+      for (int n = 0; n < kNt; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2;
+          const int key = wn * kWarpKeys + n * 8 + 2 * c + (e % 2);
+          const bool ok = flags_s[stage * kTileKeys + key] != 0 && key >= lo[h] && key <= hi[h];
+          if (!ok) s[n][e] = kNegInf;
+        }
+      }
+    }
     float tile_max[2] = {kNegInf, kNegInf};
 #pragma unroll
     for (int n = 0; n < kNt; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        const int key = wn * kWarpKeys + n * 8 + 2 * c + (e % 2);
-        const int64_t j = tile0 + key;
-        const bool ok = flags_s[stage * kTileKeys + key] != 0 && j >= seen[h].first && j <= seen[h].last;
-        s[n][e] = masked_logit(s[n][e], ok, p.softcap, logit_scale, base2_scale);
-        tile_max[h] = nan_max(tile_max[h], s[n][e]);
-      }
+      for (int e = 0; e < 4; ++e) tile_max[e / 2] = nan_max(tile_max[e / 2], s[n][e]);
     }
     uint32_t pa[kNt][2];
-    softmax_tile<Tag>(s, tile_max, m, l, acc, pa);
+    softmax_tile<MmaTag, kPShift>(s, tile_max, m, l, acc, pa);
     // O += P^ V.
 #pragma unroll
     for (int kk = 0; kk < kWarpKeys / 16; ++kk) {
@@ -456,8 +577,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
         uint32_t b[4];
         const int key = wn * kWarpKeys + kk * 16 + (lane & 15);
         ldmatrix_x4_trans(b, smem_addr(v_s + key * kRowE + n * 8 + (lane >> 4) * 8));
-        mma16816<Tag>(acc[n], a, b[0], b[1]);
-        mma16816<Tag>(acc[n + 1], a, b[2], b[3]);
+        mma16816<MmaTag>(acc[n], a, b[0], b[1]);
+        mma16816<MmaTag>(acc[n + 1], a, b[2], b[3]);
       }
     }
     if constexpr (kFp8) {
@@ -465,12 +586,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(const Att
     } else {
       if (prefetch) cp_async_wait_all();
     }
-    __syncthreads();
+    tile_readable = __syncthreads_and(readable);  // the prefetched tile's (two stages)
     if (kSt == 1 && ti + 1 < num_tiles) {  // one stage: the next tile after this one's math
       issue_tile(tile0 + kTileKeys, 0);
       if constexpr (kFp8) store_fp8(0);
       if constexpr (!kFp8) cp_async_wait_all();
-      __syncthreads();
+      tile_readable = __syncthreads_and(readable);
     }
   }
 

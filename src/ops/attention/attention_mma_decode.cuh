@@ -86,20 +86,6 @@ struct DecodeTile {
   uint32_t v[L::kPk][4][L::kVWords];
 };
 
-// A row's q goes into f16 operands (FP8 caches) as q * 2^e, e (the row's exponent) placing its
-// largest finite |q| in [2^14, 2^15): every bf16 value of the row at least 2^-31 of that largest is
-// then exact in f16. Within [-100, 100], so the logit scales times 2^-e stay normal floats.
-__device__ __forceinline__ int q_row_exponent(uint32_t max_abs_bits) {
-  if (max_abs_bits == 0) return 0;
-  const int e = 14 - (int(max_abs_bits >> 23) - 127);
-  return e < -100 ? -100 : (e > 100 ? 100 : e);
-}
-// x * 2^e for |e| <= 100, in two exact steps of normal factors.
-__device__ __forceinline__ float times_pow2(float x, int e) {
-  const int a = e / 2, b = e - e / 2;
-  return __fmul_rn(__fmul_rn(x, __int_as_float((a + 127) << 23)), __int_as_float((b + 127) << 23));
-}
-
 template <typename Tag, int kD, bool kFp8>
 __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPerSm : kAttentionMmaCtasPerSm)
     paged_attention_mma_decode_kernel(const AttnParams p, bool e5m2, bool q_vector, int stages) {
@@ -156,21 +142,8 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
       }
     }
     if constexpr (kFp8 && Tag::kIsBf16) {
-      uint32_t max_abs = 0;  // of the finite values (an inf or NaN stays one in f16)
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const uint32_t a = (uint32_t(e[k]) << 16) & 0x7fffffffu;
-        if (a < 0x7f800000u && a > max_abs) max_abs = a;
-      }
-#pragma unroll
-      for (int x = 1; x < kD / 8; x *= 2) max_abs = max(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, x));
-      const int q_exp = q_row_exponent(max_abs);
+      const int q_exp = bf16_chunk_to_f16_operands<kD / 8>(e);
       if (i % (kD / 8) == 0) q_exp_s[r] = q_exp;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const __half h = __float2half_rn(times_pow2(__uint_as_float(uint32_t(e[k]) << 16), q_exp));
-        e[k] = *reinterpret_cast<const uint16_t*>(&h);
-      }
     } else if (i % (kD / 8) == 0) {
       q_exp_s[r] = 0;  // f16 queries are f16 operands as they are
     }

@@ -20,7 +20,8 @@ inline constexpr int kAttentionMmaDecodeTableSlots = 512;
 inline constexpr int kAttentionMmaDecodeMinStages = 2;
 inline constexpr int kAttentionMmaDecodeMaxStages = 4;
 // CTAs of the decode kernel an SM can hold by its launch bounds: 3 with an FP8 cache (at most 170
-// registers a thread), 2 with a 16-bit one (whose two register sets of tiles need more).
+// registers a thread), 2 with a 16-bit one (whose two register sets of tiles need more); the tile
+// kernel's, 2 (its shared memory holds no more at head size 128).
 inline constexpr int kAttentionMmaDecodeFp8CtasPerSm = 3;
 inline constexpr int kAttentionMmaCtasPerSm = 2;
 
@@ -53,13 +54,13 @@ constexpr size_t attention_mma_decode_shared_bytes(int64_t head_size, bool fp8, 
 constexpr int attention_mma_stages(int64_t head_size) { return head_size >= 256 ? 1 : 2; }
 
 // The tile kernel (attention_mma.cuh): Q [16 * warps_m][D + 8] and stages x (K, V) [64][D + 8] of
-// 16-bit values, the stages' key flags, and (warps_m 1) the merge buffer of 4 warps' states, which
+// 16-bit values, the stages' key flags and the rows' q exponents, and (warps_m 1) the merge buffer of 4 warps' states, which
 // reuses the tiles.
 constexpr size_t attention_mma_tile_shared_bytes(int64_t head_size, int warps_m) {
   const size_t row = size_t(head_size + 8) * 2;
   const size_t q = size_t(16 * warps_m) * row;
   const size_t tiles = size_t(attention_mma_stages(head_size)) * 2 * kAttentionMmaTileKeys * row;
-  const size_t flags = size_t(attention_mma_stages(head_size)) * kAttentionMmaTileKeys * 4;
+  const size_t flags = size_t(attention_mma_stages(head_size)) * kAttentionMmaTileKeys * 4 + size_t(16 * warps_m) * 4;
   const size_t merge = warps_m == 1 ? size_t(4) * 16 * size_t(head_size + 2) * 4 : 0;
   return q + flags + (tiles > merge ? tiles : merge);
 }
