@@ -174,6 +174,36 @@ __device__ __forceinline__ uint32_t widen_fp8x2(uint32_t pair, bool e5m2) {
 #endif
 }
 
+// Bytes 2, 3 of `word` as widen_fp8x2 widens bytes 0, 1: on sm_89+ the cvt reads the register's
+// upper half itself (F2FP ... R.H1), where a shift would take an instruction more.
+template <typename Tag>
+__device__ __forceinline__ uint32_t widen_fp8x2_high(uint32_t word, bool e5m2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(__clang__)
+  if constexpr (!Tag::kIsBf16) {
+    uint32_t h;
+    if (e5m2) {
+      asm("{.reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e5m2x2 %0, hi;}" : "=r"(h) : "r"(word));
+    } else {
+      asm("{.reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;}" : "=r"(h) : "r"(word));
+    }
+    return h;
+  }
+#endif
+  return widen_fp8x2<Tag>(word >> 16, e5m2);
+}
+
+// The NaN-propagating max as one FMNMX (max.NaN, sm_80+), where nan_max's compare-and-select takes
+// three; the same value up to the sign of a zero maximum, which no exp2(s - m) can tell apart.
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return nan_max(a, b);
+#endif
+}
+
 // 2^x on the SFU alone (ex2.approx.ftz: the same MUFU.EX2 that exp2f issues, without exp2f's
 // three instructions that keep results below 2^-126 as subnormals: here such a weight is 0,
 // against a row maximum's weight of 2^kPShift). 2^-inf = 0, NaN stays NaN.
@@ -210,9 +240,9 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[kNt][4], float (&t
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (h == 1 && lower_only) break;
-    tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-    tile_max[h] = nan_max(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-    const float m_new = nan_max(m[h], tile_max[h]);
+    tile_max[h] = fmax_nan(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+    tile_max[h] = fmax_nan(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+    const float m_new = fmax_nan(m[h], tile_max[h]);
     corr[h] = m_new == kNegInf ? 1.0f : fast_exp2(m[h] - m_new);
     m[h] = m_new;
     l[h] = __fmul_rn(l[h], corr[h]);
@@ -471,7 +501,7 @@ __global__ void __launch_bounds__(kThreads, kAttentionMmaCtasPerSm) paged_attent
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
           out[2 * k] = widen_fp8x2<MmaTag>(words[k], e5m2);
-          out[2 * k + 1] = widen_fp8x2<MmaTag>(words[k] >> 16, e5m2);
+          out[2 * k + 1] = widen_fp8x2_high<MmaTag>(words[k], e5m2);
         }
         uint4* dst = reinterpret_cast<uint4*>(tile(stage, which) + my_key * kRowE + col);
         dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
@@ -564,7 +594,7 @@ __global__ void __launch_bounds__(kThreads, kAttentionMmaCtasPerSm) paged_attent
 #pragma unroll
     for (int n = 0; n < kNt; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) tile_max[e / 2] = nan_max(tile_max[e / 2], s[n][e]);
+      for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmax_nan(tile_max[e / 2], s[n][e]);
     }
     uint32_t pa[kNt][2];
     softmax_tile<MmaTag, kPShift>(s, tile_max, m, l, acc, pa);

@@ -86,9 +86,11 @@ struct DecodeTile {
   uint32_t v[L::kPk][4][L::kVWords];
 };
 
-template <typename Tag, int kD, bool kFp8>
+// kE5m2: the FP8 cache's format, a template argument so that no widening branches on it.
+template <typename Tag, int kD, bool kFp8, bool kE5m2>
 __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPerSm : kAttentionMmaCtasPerSm)
-    paged_attention_mma_decode_kernel(const AttnParams p, bool e5m2, bool q_vector, int stages) {
+    paged_attention_mma_decode_kernel(const AttnParams p, bool q_vector, int stages) {
+  constexpr bool e5m2 = kE5m2;
   using T = typename Tag::Storage;
   // The tensor cores' operand type: f16 for an FP8 cache (every e4m3 and e5m2 value is an f16
   // value, and one cvt widens two), the query's type for a 16-bit cache.
@@ -153,12 +155,15 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
 
   // The keys each of the lane's two rows sees. Padding rows (past the item's) see every key: their
   // q is zero and their output is never written, and so a tile every real row sees whole needs
-  // no mask.
-  KeyRange seen[2];
+  // no mask. As 32-bit key indices, which a chunk's keys are (clamped: -1 <= last, first <=
+  // INT32_MAX).
+  int seen_first[2], seen_last[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h;
-    seen[h] = r < it.rows ? visible_keys(p, it, row_position(p, it, r)) : KeyRange{0, INT64_MAX};
+    const KeyRange k = r < it.rows ? visible_keys(p, it, row_position(p, it, r)) : KeyRange{0, INT64_MAX};
+    seen_first[h] = int(k.first < INT32_MAX ? k.first : INT32_MAX);
+    seen_last[h] = int(k.last < INT32_MAX ? (k.last < -1 ? -1 : k.last) : INT32_MAX);
   }
   const KeyRange keys = split_keys(item_keys(p, it), blockIdx.z, p.splits, kCtaKeys);
   const float k_scale = kFp8 ? __ldg(p.kv_scale[0] + kvh * p.kv_scale_stride) : 1.0f;
@@ -182,6 +187,9 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
   for (int w = 0; w < 2; ++w) {
     base[w] = static_cast<const uint8_t*>(p.cache[w]) + kvh * p.head_stride[w] * L::kElem;
   }
+  // The strides in bytes, read from the parameters where they are used (no registers held).
+  auto block_bytes = [&](int which) { return p.block_stride[which] * L::kElem; };
+  auto page_bytes = [&](int which) { return p.page_stride[which] * L::kElem; };
   int chunk_block0 = 0, chunk_last = -1;
   // Byte offset of key j's row in cache `which` from its KV head's base, or -1 when it is not
   // readable (past the chunk, or its block outside the cache).
@@ -189,43 +197,63 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
     if (j > chunk_last) return -1;
     const int block = table_s[div.block(j) - chunk_block0];
     if (block < 0) return -1;
-    return (int64_t(block) * p.block_stride[which] + int64_t(div.slot(j)) * p.page_stride[which]) * L::kElem;
+    return int64_t(block) * block_bytes(which) + int64_t(div.slot(j)) * page_bytes(which);
+  };
+  // Calls visit(offset), offset(which, i) being key tile0 + i's key_offset. A tile inside one
+  // block of the chunk (every tile of a decode step but its last, for block sizes that are
+  // multiples of the tile's 16 keys) takes one look-up of the block table, its keys' rows a page
+  // stride apart; the others look up each key's block.
+  auto with_offsets = [&](int tile0, auto&& visit) {
+    const int tile_last = tile0 + L::kWarpKeys - 1;
+    const int b0 = div.block(tile0);
+    if (tile_last <= chunk_last && div.block(tile_last) == b0) {  // the same in every lane
+      const int block = table_s[b0 - chunk_block0];
+      const int64_t s0 = tile0 - b0 * bs;
+      visit([&](int which, int i) -> int64_t {
+        return block < 0 ? int64_t(-1) : int64_t(block) * block_bytes(which) + (s0 + i) * page_bytes(which);
+      });
+    } else {
+      visit([&](int which, int i) -> int64_t { return key_offset(which, tile0 + i); });
+    }
   };
   // Visits the lane's K units of a tile (copy(nt, u, at): unit u of key tile0 + nt * 8 + g at byte
   // `at`, -1 where not readable) and returns which of the tile's keys are readable (bit i: key
   // tile0 + i, the same in every lane); then its value rows (copy(kk, q, at): slot q of k-step kk).
-  auto visit_k = [&](int tile0, auto&& copy) -> uint32_t {
+  auto visit_k = [&](auto&& offset, auto&& copy) -> uint32_t {
     uint32_t readable = 0;
 #pragma unroll
     for (int nt = 0; nt < L::kNt; ++nt) {
-      const int64_t at = key_offset(0, tile0 + nt * 8 + g);
+      const int64_t at = offset(0, nt * 8 + g);
       readable |= uint32_t(at >= 0) << (nt * 8 + g);
 #pragma unroll
       for (int u = 0; u < L::kKUnits; ++u) copy(nt, u, at);
     }
     return __reduce_or_sync(0xffffffffu, readable);
   };
-  auto visit_v = [&](int tile0, auto&& copy) {
+  auto visit_v = [&](auto&& offset, auto&& copy) {
 #pragma unroll
     for (int kk = 0; kk < L::kPk; ++kk) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) copy(kk, q, key_offset(1, tile0 + 16 * kk + 2 * c + (q & 1) + 8 * (q >> 1)));
+      for (int q = 0; q < 4; ++q) copy(kk, q, offset(1, 16 * kk + 2 * c + (q & 1) + 8 * (q >> 1)));
     }
   };
 
   // 16-bit cache: a tile straight into registers.
   auto load_tile = [&](Tile& t, int tile0) -> uint32_t {
-    const uint32_t readable = visit_k(tile0, [&](int nt, int u, int64_t at) {
-      t.k[nt][u] = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(base[0] + at + (u * 4 + c) * 16)) : make_uint4(0, 0, 0, 0);
-    });
-    visit_v(tile0, [&](int kk, int q, int64_t at) {
-      const uint8_t* src = base[1] + at + g * (L::kVWords * 4);
+    uint32_t readable = 0;
+    with_offsets(tile0, [&](auto&& offset) {
+      readable = visit_k(offset, [&](int nt, int u, int64_t at) {
+        t.k[nt][u] = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(base[0] + at + (u * 4 + c) * 16)) : make_uint4(0, 0, 0, 0);
+      });
+      visit_v(offset, [&](int kk, int q, int64_t at) {
+        const uint8_t* src = base[1] + at + g * (L::kVWords * 4);
 #pragma unroll
-      for (int x = 0; x < L::kVWords / 4; ++x) {
-        const uint4 w = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(src) + x) : make_uint4(0, 0, 0, 0);
-        t.v[kk][q][4 * x] = w.x, t.v[kk][q][4 * x + 1] = w.y;
-        t.v[kk][q][4 * x + 2] = w.z, t.v[kk][q][4 * x + 3] = w.w;
-      }
+        for (int x = 0; x < L::kVWords / 4; ++x) {
+          const uint4 w = at >= 0 ? __ldg(reinterpret_cast<const uint4*>(src) + x) : make_uint4(0, 0, 0, 0);
+          t.v[kk][q][4 * x] = w.x, t.v[kk][q][4 * x + 1] = w.y;
+          t.v[kk][q][4 * x + 2] = w.z, t.v[kk][q][4 * x + 3] = w.w;
+        }
+      });
     });
     return readable;
   };
@@ -238,20 +266,22 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
   uint32_t* readable_s = reinterpret_cast<uint32_t*>(region + kDecodeWarps * stages * L::kSlots * 32) + warp * stages * 32;
   auto slot = [&](int stage, int i) { return stages_s + (stage * L::kSlots + i) * 32 + lane; };
   auto issue_tile = [&](int stage, int tile0) {
-    readable_s[stage * 32 + lane] = visit_k(tile0, [&](int nt, int u, int64_t at) {
-      cp_async16(slot(stage, nt * L::kKUnits + u), at >= 0 ? base[0] + at + (u * 4 + c) * 16 : base[0], at >= 0 ? 16 : 0);
-    });
-    visit_v(tile0, [&](int kk, int q, int64_t at) {
-      const uint8_t* src = at >= 0 ? base[1] + at + g * (L::kVWords * 4) : base[1];
-      const int word0 = (kk * 4 + q) * L::kVWords;  // of the lane's value words, 4 a slot
-      if constexpr (L::kVWords == 2) {
-        cp_async8(reinterpret_cast<uint2*>(slot(stage, L::kKSlots + word0 / 4)) + (word0 % 4) / 2, src, at >= 0 ? 8 : 0);
-      } else {
+    with_offsets(tile0, [&](auto&& offset) {
+      readable_s[stage * 32 + lane] = visit_k(offset, [&](int nt, int u, int64_t at) {
+        cp_async16(slot(stage, nt * L::kKUnits + u), at >= 0 ? base[0] + at + (u * 4 + c) * 16 : base[0], at >= 0 ? 16 : 0);
+      });
+      visit_v(offset, [&](int kk, int q, int64_t at) {
+        const uint8_t* src = at >= 0 ? base[1] + at + g * (L::kVWords * 4) : base[1];
+        const int word0 = (kk * 4 + q) * L::kVWords;  // of the lane's value words, 4 a slot
+        if constexpr (L::kVWords == 2) {
+          cp_async8(reinterpret_cast<uint2*>(slot(stage, L::kKSlots + word0 / 4)) + (word0 % 4) / 2, src, at >= 0 ? 8 : 0);
+        } else {
 #pragma unroll
-        for (int x = 0; x < L::kVWords / 4; ++x) {
-          cp_async16(slot(stage, L::kKSlots + word0 / 4 + x), src + 16 * x, at >= 0 ? 16 : 0);
+          for (int x = 0; x < L::kVWords / 4; ++x) {
+            cp_async16(slot(stage, L::kKSlots + word0 / 4 + x), src + 16 * x, at >= 0 ? 16 : 0);
+          }
         }
-      }
+      });
     });
   };
   auto fetch_tile = [&](Tile& t, int stage) -> uint32_t {
@@ -277,11 +307,16 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
 #pragma unroll
   for (int n = 0; n < L::kDt; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
-  // An item of at most 8 rows (a GQA decode step of group 8 or less) leaves the lane's second row
-  // to padding: its logits and softmax are skipped (softmax_tile).
-  const bool lower_only = it.rows <= 8;
+  // The keys every row of the lane sees: a tile inside them is seen whole.
+  const int all_first = max(seen_first[0], seen_first[1]), all_last = min(seen_last[0], seen_last[1]);
+  const bool softcap = p.softcap > 0.0f;
 
-  auto consume = [&](const Tile& t, uint32_t readable, int tile0) {
+  // One tile's logits, softmax and P V. lower_only (an item of at most 8 rows, a GQA decode step
+  // of group 8 or less) leaves the lane's second row to padding: its logits and softmax are
+  // skipped (softmax_tile). It is a template argument of the loop's code, so that no logit
+  // tests it.
+  auto consume = [&](const Tile& t, uint32_t readable, int tile0, auto lower_only_c) {
+    constexpr bool lower_only = decltype(lower_only_c)::value;
     // S = Q K^T: 16 rows x the warp's keys.
     float s[L::kNt][4];
 #pragma unroll
@@ -299,7 +334,7 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
         uint32_t b0, b1;
         if constexpr (kFp8) {
           b0 = widen_fp8x2<MmaTag>(words[w], e5m2);
-          b1 = widen_fp8x2<MmaTag>(words[w] >> 16, e5m2);
+          b1 = widen_fp8x2_high<MmaTag>(words[w], e5m2);
         } else {
           b0 = words[2 * w];
           b1 = words[2 * w + 1];
@@ -311,33 +346,42 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
     // (the tiles of a decode step but its last).
     constexpr uint32_t kAllKeys = L::kWarpKeys == 32 ? 0xffffffffu : (1u << L::kWarpKeys) - 1u;
     const int tile_last = tile0 + L::kWarpKeys - 1;
-    const bool whole = __all_sync(0xffffffffu, readable == kAllKeys && tile0 >= seen[0].first &&
-                                                   tile0 >= seen[1].first && tile_last <= seen[0].last &&
-                                                   tile_last <= seen[1].last);
+    const bool whole = __all_sync(0xffffffffu, readable == kAllKeys && tile0 >= all_first && tile_last <= all_last);
     float tile_max[2] = {kNegInf, kNegInf};
-    if (whole) {
-#pragma unroll
-      for (int n = 0; n < L::kNt; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e / 2;
-          if (h == 1 && lower_only) break;
-          s[n][e] = masked_logit(s[n][e], true, p.softcap, logit_scale[h], base2_scale[h]);
-          tile_max[h] = nan_max(tile_max[h], s[n][e]);
-        }
-      }
-    } else {
+    auto logits = [&](auto whole_c, auto cap_c) {
 #pragma unroll
       for (int n = 0; n < L::kNt; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int h = e / 2, i = n * 8 + 2 * c + (e % 2), j = tile0 + i;
           if (h == 1 && lower_only) break;
-          const bool ok = ((readable >> i) & 1u) != 0 && j >= seen[h].first && j <= seen[h].last;
-          s[n][e] = masked_logit(s[n][e], ok, p.softcap, logit_scale[h], base2_scale[h]);
-          tile_max[h] = nan_max(tile_max[h], s[n][e]);
+          bool ok = true;
+          if constexpr (!decltype(whole_c)::value) {
+            ok = ((readable >> i) & 1u) != 0 && j >= seen_first[h] && j <= seen_last[h];
+          }
+          float x;  // masked_logit's value
+          if constexpr (std::is_same_v<decltype(cap_c), std::true_type>) {
+            x = __fmul_rn(capped(__fmul_rn(s[n][e], logit_scale[h]), p.softcap), kLog2e);
+          } else if constexpr (std::is_same_v<decltype(cap_c), std::false_type>) {
+            x = __fmul_rn(s[n][e], base2_scale[h]);
+          } else {
+            x = masked_logit(s[n][e], true, p.softcap, logit_scale[h], base2_scale[h]);
+          }
+          s[n][e] = ok ? x : kNegInf;
+          tile_max[h] = fmax_nan(tile_max[h], s[n][e]);
         }
       }
+    };
+    // The softcap's test once a tile with an FP8 cache; a 16-bit cache's kernel, short of
+    // registers, spills with the capped logits' code twice, and tests it a logit.
+    if constexpr (kFp8) {
+      if (softcap) {
+        whole ? logits(std::true_type{}, std::true_type{}) : logits(std::false_type{}, std::true_type{});
+      } else {
+        whole ? logits(std::true_type{}, std::false_type{}) : logits(std::false_type{}, std::false_type{});
+      }
+    } else {
+      whole ? logits(std::true_type{}, 0) : logits(std::false_type{}, 0);
     }
     uint32_t pa[L::kNt][2];
     softmax_tile<MmaTag, kPShift>(s, tile_max, m, l, acc, pa, lower_only);
@@ -357,7 +401,7 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
             const int word = n / 4, sel = (n % 4) == 0 ? 0x5140 : 0x7362;
             const uint32_t both = __byte_perm(k0[word], k1[word], sel);  // dims n, n + 1 of both keys
             b[0][pair] = widen_fp8x2<MmaTag>(both, e5m2);
-            b[1][pair] = widen_fp8x2<MmaTag>(both >> 16, e5m2);
+            b[1][pair] = widen_fp8x2_high<MmaTag>(both, e5m2);
           } else {
             const int word = n / 2;
             b[0][pair] = __byte_perm(k0[word], k1[word], 0x5410);
@@ -374,54 +418,64 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
   const int64_t chunk_keys_raw = int64_t(kDecodeTableSlots - 1) * bs;
   const int chunk_keys = int(chunk_keys_raw >= (int64_t(1) << 30) ? (int64_t(1) << 30)
                                                                    : chunk_keys_raw / kCtaKeys * kCtaKeys);
-  for (int64_t chunk0 = keys.first; chunk0 <= keys.last; chunk0 += chunk_keys) {
-    chunk_last = int(chunk0 + chunk_keys - 1 < keys.last ? chunk0 + chunk_keys - 1 : keys.last);
-    chunk_block0 = int(chunk0) / bs;
-    const int blocks = chunk_last / bs - chunk_block0 + 1;
-    __syncthreads();  // the previous chunk's table is no longer read
-    for (int i = tid; i < blocks; i += kThreads) {
-      const int64_t block = __ldg(it.table + chunk_block0 + i);
-      table_s[i] = block >= 0 && block < p.num_blocks ? int(block) : -1;
-    }
-    __syncthreads();
-    // The warp's tiles of the chunk: warp w takes tiles w, w + 4, ...
-    const int first = int(chunk0) + warp * L::kWarpKeys;
-    const int tiles = first > chunk_last ? 0 : (chunk_last - first) / kCtaKeys + 1;
-    if constexpr (kFp8) {
-      // stages - 1 tiles in flight beside the one computed.
-      for (int i = 0; i < stages - 1; ++i) {
-        if (i < tiles) issue_tile(i, first + i * kCtaKeys);
-        cp_async_commit();
+  auto key_loop = [&](auto lower_only_c) {
+    for (int64_t chunk0 = keys.first; chunk0 <= keys.last; chunk0 += chunk_keys) {
+      chunk_last = int(chunk0 + chunk_keys - 1 < keys.last ? chunk0 + chunk_keys - 1 : keys.last);
+      chunk_block0 = int(chunk0) / bs;
+      const int blocks = chunk_last / bs - chunk_block0 + 1;
+      __syncthreads();  // the previous chunk's table is no longer read
+      for (int i = tid; i < blocks; i += kThreads) {
+        const int64_t block = __ldg(it.table + chunk_block0 + i);
+        table_s[i] = block >= 0 && block < p.num_blocks ? int(block) : -1;
       }
-      for (int i = 0; i < tiles; ++i) {
-        const int ahead = i + stages - 1;
-        if (ahead < tiles) issue_tile(ahead % stages, first + ahead * kCtaKeys);
-        cp_async_commit();
-        if (stages == 4) {  // tile i has landed
-          cp_async_wait_group<3>();
-        } else if (stages == 3) {
-          cp_async_wait_group<2>();
-        } else {
-          cp_async_wait_group<1>();
+      __syncthreads();
+      // The warp's tiles of the chunk: warp w takes tiles w, w + 4, ...
+      const int first = int(chunk0) + warp * L::kWarpKeys;
+      const int tiles = first > chunk_last ? 0 : (chunk_last - first) / kCtaKeys + 1;
+      if constexpr (kFp8) {
+        // stages - 1 tiles in flight beside the one computed; tile i in stage i % stages, counted
+        // without a division.
+        for (int i = 0; i < stages - 1; ++i) {
+          if (i < tiles) issue_tile(i, first + i * kCtaKeys);
+          cp_async_commit();
         }
-        Tile t;
-        const uint32_t readable = fetch_tile(t, i % stages);
-        consume(t, readable, first + i * kCtaKeys);
-      }
-    } else {
-      // Two tiles in flight, in two register sets taken in turn (a copy of 64 registers a tile
-      // otherwise).
-      Tile even, odd;
-      uint32_t readable_even = 0, readable_odd = 0;
-      if (tiles > 0) readable_even = load_tile(even, first);
-      for (int i = 0; i < tiles; i += 2) {
-        if (i + 1 < tiles) readable_odd = load_tile(odd, first + (i + 1) * kCtaKeys);
-        consume(even, readable_even, first + i * kCtaKeys);
-        if (i + 1 >= tiles) break;
-        if (i + 2 < tiles) readable_even = load_tile(even, first + (i + 2) * kCtaKeys);
-        consume(odd, readable_odd, first + (i + 1) * kCtaKeys);
+        int stage = 0;  // i % stages
+        for (int i = 0; i < tiles; ++i) {
+          const int ahead = i + stages - 1;
+          if (ahead < tiles) issue_tile(stage == 0 ? stages - 1 : stage - 1, first + ahead * kCtaKeys);
+          cp_async_commit();
+          if (stages == 4) {  // tile i has landed
+            cp_async_wait_group<3>();
+          } else if (stages == 3) {
+            cp_async_wait_group<2>();
+          } else {
+            cp_async_wait_group<1>();
+          }
+          Tile t;
+          const uint32_t readable = fetch_tile(t, stage);
+          consume(t, readable, first + i * kCtaKeys, lower_only_c);
+          stage = stage + 1 == stages ? 0 : stage + 1;
+        }
+      } else {
+        // Two tiles in flight, in two register sets taken in turn (a copy of 64 registers a tile
+        // otherwise).
+        Tile even, odd;
+        uint32_t readable_even = 0, readable_odd = 0;
+        if (tiles > 0) readable_even = load_tile(even, first);
+        for (int i = 0; i < tiles; i += 2) {
+          if (i + 1 < tiles) readable_odd = load_tile(odd, first + (i + 1) * kCtaKeys);
+          consume(even, readable_even, first + i * kCtaKeys, lower_only_c);
+          if (i + 1 >= tiles) break;
+          if (i + 2 < tiles) readable_even = load_tile(even, first + (i + 2) * kCtaKeys);
+          consume(odd, readable_odd, first + (i + 1) * kCtaKeys, lower_only_c);
+        }
       }
     }
+  };
+  if (it.rows <= 8) {
+    key_loop(std::true_type{});
+  } else {
+    key_loop(std::false_type{});
   }
   if constexpr (kFp8) cp_async_wait_all();
   __syncthreads();  // the merge buffer below reuses the stages of other warps
@@ -463,9 +517,9 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
   }
 }
 
-template <typename Tag, int kD, bool kFp8>
-void launch_decode_instance(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
-  constexpr auto kernel = paged_attention_mma_decode_kernel<Tag, kD, kFp8>;
+template <typename Tag, int kD, bool kFp8, bool kE5m2>
+void launch_decode_kernel(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
+  constexpr auto kernel = paged_attention_mma_decode_kernel<Tag, kD, kFp8, kE5m2>;
   static_assert(attention_mma_decode_merge_row(kD) == 8 * (kD / 8 + 4) + 1, "the kernel's merge row");
   // The plan's stages (2 to 4 for an FP8 cache; anything else takes the fewest).
   const int stages = !kFp8 ? 0
@@ -475,9 +529,16 @@ void launch_decode_instance(const AttnParams& p, const AttentionLaunch& l, cudaS
   const size_t smem = attention_mma_decode_shared_bytes(kD, kFp8, stages);
   cuda::allow_dynamic_smem<kernel>(int(smem));
   const dim3 grid(unsigned(l.items_bound), unsigned(p.num_kv_heads), unsigned(p.splits));
-  cuda::launch_pdl(kernel, grid, kThreads, smem, stream, p, l.cache_dtype == KvCacheDtype::kFp8E5M2, l.q_vector,
-                   stages);
+  cuda::launch_pdl(kernel, grid, kThreads, smem, stream, p, l.q_vector, stages);
   FP8KIT_CHECK_LAUNCH(stream, "paged_attention_mma_decode_kernel");
+}
+
+template <typename Tag, int kD, bool kFp8>
+void launch_decode_instance(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
+  if constexpr (kFp8) {
+    if (l.cache_dtype == KvCacheDtype::kFp8E5M2) return launch_decode_kernel<Tag, kD, true, true>(p, l, stream);
+  }
+  launch_decode_kernel<Tag, kD, kFp8, false>(p, l, stream);
 }
 
 }  // namespace fp8kit::ops::attention_kernels::mma
