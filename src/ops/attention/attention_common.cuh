@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/cuda/pdl.cuh"
+#include "ops/attention/attention_plan.h"
 #include "ops/attention/block_divider.h"
 #include "ops/cuda_elements.cuh"
 
@@ -210,41 +211,96 @@ __global__ void __launch_bounds__(kScheduleThreads) attention_schedule_kernel(co
 // ---- the combine of split partials ----------------------------------------------------------
 // out[row, d] = T(sum_s acc_s[d] e^(m_s - M) / sum_s l_s e^(m_s - M)), M = max_s m_s (NaN wins);
 // zeros where no split saw a key. One warp per (token, head) row; rows past the real tokens
-// (query_start_loc[num_seqs]) are the schedule's zeros and are skipped.
+// (query_start_loc[num_seqs]) are the schedule's zeros and are skipped. The lanes load the
+// splits' states side by side (two a lane) and each split's factor is computed once; the sums
+// over the splits then run in split order, as a sequential loop would form them, with the
+// partials' loads of several splits in flight (a lane's dims as one vector where the head size
+// allows): a long sequence's many splits wait on one load round trip, not one a split.
 constexpr int kCombineThreads = 256;
+constexpr int kCombineSplitsPerLane = 2;
+static_assert(kAttentionMaxSplits <= 32 * kCombineSplitsPerLane, "the combine's splits a lane");
 
 __device__ __forceinline__ float rescale(const AttnParams& p, float m_split, float m) {
   return p.ml_log2 ? exp2f(m_split - m) : expf(m_split - m);
+}
+
+// Lane `lane`'s kVec dims from d0 (kVec consecutive dims, or kVec = 1: dim d0 + lane) of row
+// `row`, combined over the splits with factors factor_s[s] (the splits of `seen` only).
+template <typename T, int kVec>
+__device__ __forceinline__ void combine_dims(const AttnParams& p, int64_t row, int64_t all_rows, int64_t d, float m,
+                                             float l, uint64_t seen, const float* factor_s) {
+  float acc[kVec];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) acc[k] = 0.0f;
+#pragma unroll 8
+  for (int s = 0; s < p.splits; ++s) {
+    if (((seen >> s) & 1u) == 0) continue;  // the split saw no key of this row
+    const float* src = p.partial_acc + (int64_t(s) * all_rows + row) * p.head_size + d;
+    float v[kVec];
+    if constexpr (kVec == 4) {
+      const float4 x = __ldg(reinterpret_cast<const float4*>(src));
+      v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+    } else if constexpr (kVec == 2) {
+      const float2 x = __ldg(reinterpret_cast<const float2*>(src));
+      v[0] = x.x, v[1] = x.y;
+    } else {
+      v[0] = __ldg(src);
+    }
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) acc[k] = __fadd_rn(acc[k], __fmul_rn(v[k], factor_s[s]));
+  }
+  T* out = static_cast<T*>(p.out) + row * p.head_size + d;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) out[k] = elements::narrow<T>(m == kNegInf || l == 0.0f ? 0.0f : __fdiv_rn(acc[k], l));
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(const AttnParams p) {
   cuda::pdl_wait();
   cuda::pdl_allow_dependents();
+  __shared__ float factor_all[kCombineThreads / 32][kAttentionMaxSplits];  // a warp's row's e^(m_s - M)
+  __shared__ float term_all[kCombineThreads / 32][kAttentionMaxSplits];    // l_s e^(m_s - M)
   const int64_t last = __ldg(p.query_start_loc + p.num_seqs);
   const int64_t real_rows = (last < 0 ? 0 : (last > p.num_tokens ? p.num_tokens : last)) * p.num_heads;
   const int64_t all_rows = p.num_tokens * p.num_heads;
-  const int lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float* factor_s = factor_all[warp];
+  float* term_s = term_all[warp];
   for (int64_t row = (int64_t(blockIdx.x) * kCombineThreads + threadIdx.x) / 32; row < real_rows;
        row += int64_t(gridDim.x) * (kCombineThreads / 32)) {
+    float ms[kCombineSplitsPerLane], ls[kCombineSplitsPerLane];
     float m = kNegInf;
-    for (int s = 0; s < p.splits; ++s) m = nan_max(m, p.partial_ml[(int64_t(s) * all_rows + row) * 2]);
+#pragma unroll
+    for (int k = 0; k < kCombineSplitsPerLane; ++k) {
+      const int s = lane + 32 * k;
+      ms[k] = s < p.splits ? __ldg(p.partial_ml + (int64_t(s) * all_rows + row) * 2) : kNegInf;
+      ls[k] = s < p.splits ? __ldg(p.partial_ml + (int64_t(s) * all_rows + row) * 2 + 1) : 0.0f;
+      m = nan_max(m, ms[k]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) m = nan_max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    uint64_t seen = 0;
+#pragma unroll
+    for (int k = 0; k < kCombineSplitsPerLane; ++k) {
+      const bool saw = ms[k] != kNegInf;
+      const float f = saw ? rescale(p, ms[k], m) : 0.0f;
+      factor_s[lane + 32 * k] = f;
+      term_s[lane + 32 * k] = __fmul_rn(ls[k], f);
+      seen |= uint64_t(__ballot_sync(0xffffffffu, saw)) << (32 * k);
+    }
+    __syncwarp();
     float l = 0.0f;
     for (int s = 0; s < p.splits; ++s) {
-      const float ms = p.partial_ml[(int64_t(s) * all_rows + row) * 2];
-      if (ms == kNegInf) continue;  // the split saw no key of this row
-      l = __fadd_rn(l, __fmul_rn(p.partial_ml[(int64_t(s) * all_rows + row) * 2 + 1], rescale(p, ms, m)));
+      if ((seen >> s) & 1u) l = __fadd_rn(l, term_s[s]);
     }
-    T* out = static_cast<T*>(p.out) + row * p.head_size;
-    for (int64_t d = lane; d < p.head_size; d += 32) {
-      float acc = 0.0f;
-      for (int s = 0; s < p.splits; ++s) {
-        const float ms = p.partial_ml[(int64_t(s) * all_rows + row) * 2];
-        if (ms == kNegInf) continue;
-        acc = __fadd_rn(acc, __fmul_rn(p.partial_acc[(int64_t(s) * all_rows + row) * p.head_size + d], rescale(p, ms, m)));
-      }
-      out[d] = elements::narrow<T>(m == kNegInf || l == 0.0f ? 0.0f : __fdiv_rn(acc, l));
+    if (p.head_size % 128 == 0) {
+      for (int64_t d = 4 * lane; d < p.head_size; d += 128) combine_dims<T, 4>(p, row, all_rows, d, m, l, seen, factor_s);
+    } else if (p.head_size % 64 == 0) {
+      for (int64_t d = 2 * lane; d < p.head_size; d += 64) combine_dims<T, 2>(p, row, all_rows, d, m, l, seen, factor_s);
+    } else {
+      for (int64_t d = lane; d < p.head_size; d += 32) combine_dims<T, 1>(p, row, all_rows, d, m, l, seen, factor_s);
     }
+    __syncwarp();  // the factors are read before the next row's
   }
 }
 

@@ -24,7 +24,13 @@
 //   epilogue undoes (DecodeLayout).
 // - The block table of the CTA's keys is read once into shared memory (in chunks of
 //   kDecodeTableSlots blocks), so a key's address costs a multiply-high, a shift and a shared load
-//   (BlockDivider), not a dependent global load and a 64-bit division.
+//   (BlockDivider), not a dependent global load and a 64-bit division; a tile inside one block
+//   (all of a decode step's but its last, for block sizes that are multiples of 16) looks its
+//   block up once and finds its keys a page stride apart.
+// - What is uniform over the kernel or a tile is tested once, not a key or a logit: the FP8
+//   format (a template argument), whether the item's rows 8-15 are padding (the key loop compiled
+//   for each), the softcap (once a tile with an FP8 cache), the stage of a tile (counted, not
+//   divided).
 // At the end the 4 warps' softmax states merge through shared memory, as in the tile kernel.
 // Floor: 2 * sum_r L_r * Hkv * D * (1 or 2) bytes over the bandwidth. Tests:
 // tests/gpu/test_attention_cuda.cpp (every 16-row item of head size 64/128 runs here).
