@@ -162,8 +162,11 @@ TEST(AttentionCuda, DecodeLongContextsSplitAndCombine) {
   attention_test::Calibration worst;
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (KvCacheDtype cd : {KvCacheDtype::kFp8E4M3, KvCacheDtype::kAuto}) {
+      // 40 and 64 splits: the combine's second split a lane (kCombineSplitsPerLane), and splits
+      // that see no key of the short sequences.
       for (KernelRun r : {KernelRun{}, KernelRun{AttentionKernelOverride::kAuto, 1}, KernelRun{AttentionKernelOverride::kAuto, 7},
-                    KernelRun{AttentionKernelOverride::kSimt, 5}}) {
+                    KernelRun{AttentionKernelOverride::kSimt, 5}, KernelRun{AttentionKernelOverride::kAuto, 64},
+                    KernelRun{AttentionKernelOverride::kSimt, 40}}) {
         Problem p;
         p.seqs = {{1000, 1}, {3000, 1}, {37, 1}, {4095, 1}, {0, 1}, {1, 1}};
         p.num_heads = 32, p.num_kv_heads = 8, p.head_size = 128;  // Llama-3-8B
