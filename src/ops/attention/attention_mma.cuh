@@ -178,7 +178,7 @@ __device__ __forceinline__ uint32_t widen_fp8x2(uint32_t pair, bool e5m2) {
 // upper half itself (F2FP ... R.H1), where a shift would take an instruction more.
 template <typename Tag>
 __device__ __forceinline__ uint32_t widen_fp8x2_high(uint32_t word, bool e5m2) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(__clang__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   if constexpr (!Tag::kIsBf16) {
     uint32_t h;
     if (e5m2) {

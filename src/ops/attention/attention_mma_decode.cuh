@@ -196,14 +196,18 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
   // The strides in bytes, read from the parameters where they are used (no registers held).
   auto block_bytes = [&](int which) { return p.block_stride[which] * L::kElem; };
   auto page_bytes = [&](int which) { return p.page_stride[which] * L::kElem; };
+  // Byte offset of the row of slot `slot` of cache block `block` from its KV head's base.
+  auto row_offset = [&](int which, int block, int64_t slot) -> int64_t {
+    return int64_t(block) * block_bytes(which) + slot * page_bytes(which);
+  };
   int chunk_block0 = 0, chunk_last = -1;
-  // Byte offset of key j's row in cache `which` from its KV head's base, or -1 when it is not
-  // readable (past the chunk, or its block outside the cache).
+  // Byte offset of key j's row in cache `which`, or -1 when it is not readable (past the chunk,
+  // or its block outside the cache).
   auto key_offset = [&](int which, int j) -> int64_t {
     if (j > chunk_last) return -1;
     const int block = table_s[div.block(j) - chunk_block0];
     if (block < 0) return -1;
-    return int64_t(block) * block_bytes(which) + int64_t(div.slot(j)) * page_bytes(which);
+    return row_offset(which, block, div.slot(j));
   };
   // Calls visit(offset), offset(which, i) being key tile0 + i's key_offset. A tile inside one
   // block of the chunk (every tile of a decode step but its last, for block sizes that are
@@ -216,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
       const int block = table_s[b0 - chunk_block0];
       const int64_t s0 = tile0 - b0 * bs;
       visit([&](int which, int i) -> int64_t {
-        return block < 0 ? int64_t(-1) : int64_t(block) * block_bytes(which) + (s0 + i) * page_bytes(which);
+        return block < 0 ? int64_t(-1) : row_offset(which, block, s0 + i);
       });
     } else {
       visit([&](int which, int i) -> int64_t { return key_offset(which, tile0 + i); });
