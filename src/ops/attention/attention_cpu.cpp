@@ -1,8 +1,8 @@
-// The fast CPU paged attention (attention_cpu.h): per (query row, head) the keys' logits into a
-// scratch row, then the softmax and the weighted sum of the values, in AVX2 f32 lanes (under the
-// target pragma below). A prefill's query heads that share a KV head go together, each key and
-// value row widened once for all of them (the same bits). Called only where best_cpu_isa() has
-// AVX2/FMA/F16C. Tested by tests/cpu/test_paged_attention*.cpp and PagedAttentionCpu.*.
+// The fast CPU paged attention (attention_cpu.h), in AVX2 f32 lanes (under the target pragma
+// below): tiles of up to 16 query rows x heads that share a KV head, each key and value row widened
+// once per tile and serving all of its rows, flash-attention style over chunks of 16 keys with the
+// softmax lane-wise (a lane is a row). Called only where best_cpu_isa() has AVX2/FMA/F16C. Tested
+// by tests/cpu/test_paged_attention*.cpp and PagedAttentionCpu.*.
 #include "ops/attention/attention_cpu.h"
 
 #include <algorithm>
@@ -28,12 +28,11 @@
 #endif
 
 namespace fp8kit::ops {
+#if defined(__x86_64__)
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int kLanes = 16;
 
-float running_max(float m, float s) { return (s > m || std::isnan(s)) ? s : m; }  // as the reference
 float capped(float s, float softcap) { return softcap > 0.0f ? softcap * std::tanh(s / softcap) : s; }
 
 // Row `at` of a cache (or of q) as f32: 16-bit elements widened exactly, FP8 bytes decoded and
@@ -50,164 +49,313 @@ void widen(const void* base, int64_t at, int64_t n, KvCacheDtype cache_dtype, co
   if constexpr (std::is_same_v<T, float>) {
     std::memcpy(dst, src, size_t(n) * sizeof(float));
   } else if constexpr (std::is_same_v<T, BFloat16>) {
-    for (int64_t d = 0; d < n; ++d) {
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d));
+      _mm256_storeu_ps(dst + d, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+    }
+    for (; d < n; ++d) {
       const uint32_t bits = uint32_t(src[d].bits) << 16;
       std::memcpy(&dst[d], &bits, 4);
     }
   } else {
     int64_t d = 0;
-#if defined(__x86_64__)
     for (; d + 8 <= n; d += 8) {
       _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
     }
-#endif
     for (; d < n; ++d) dst[d] = to_float(src[d]);
   }
 }
 
-// sum_d a[d] b[d] in f32: lane l adds the products of d = 16 i + l in d order, the lanes combined
-// by a fixed tree (a mul then an add: no contraction, the file is built with -ffp-contract=off).
-// The 16 lanes are two ymm registers and the tree is (l, l + 8), (l, l + 4), (l, l + 2), (l, l + 1)
-// in registers (a loop over a lane array went through memory, and took most of the dot's time).
-float dot(const float* a, const float* b, int64_t n) {
-  int64_t d = 0;
-#if defined(__x86_64__)
-  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-  for (; d + kLanes <= n; d += kLanes) {
-    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d)));
-    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8)));
-  }
-  if (d < n) {  // a short last step: only its lanes add (a zero product would turn -0 into +0)
-    alignas(32) float lane[kLanes];
-    _mm256_store_ps(lane, lo);
-    _mm256_store_ps(lane + 8, hi);
-    for (int l = 0; d + l < n; ++l) lane[l] += a[d + l] * b[d + l];
-    lo = _mm256_load_ps(lane);
-    hi = _mm256_load_ps(lane + 8);
-  }
-  const __m256 s8 = _mm256_add_ps(lo, hi);
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-#else
-  float lane[kLanes] = {};
-  for (; d + kLanes <= n; d += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lane[l] += a[d + l] * b[d + l];
-  }
-  for (int l = 0; d + l < n; ++l) lane[l] += a[d + l] * b[d + l];
-  for (int width = kLanes / 2; width >= 1; width /= 2) {
-    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
-  }
-  return lane[0];
-#endif
-}
-
 // Key and value rows come from the paged cache, which a decode step reads once per layer and
 // which is past the caches by the next step: the loads of a row stalled (perf put most of a
-// decode's attention on the instructions after them). So each row kPrefetchRows ahead is
-// prefetched (keys of the sequence only: their block table entries are valid).
-constexpr int64_t kPrefetchRows = 8;
-
+// decode's attention on the instructions after them). So the rows of the next chunk of keys are
+// prefetched while the current one is computed.
 inline void prefetch_row(const void* base, int64_t at, int64_t bytes) {
   const char* p = static_cast<const char*>(base) + at;
   for (int64_t b = 0; b < bytes; b += 64) {
-#if defined(__x86_64__)
     asm volatile("prefetcht0 %0" : : "m"(p[b]));  // GCC 12 at -O1 and above dropped __builtin_prefetch here
-#else
-    __builtin_prefetch(p + b, 0, 3);
-#endif
   }
 }
 
-// Per-thread rows of the query-head groups (heads sharing one KV head): q, acc and the logits of
-// each head. Grows to the largest group and context asked and stays, so steps allocate nothing.
-struct GroupScratch {
-  float* qf;      // [group][d]
-  float* acc;     // [group][d]
-  float* logits;  // [group][keys]
-  static GroupScratch get(int64_t group, int64_t d, int64_t keys) {
+// e^x for x <= 0, -inf and NaN (the softmax's arguments, which are never positive): Cephes' expf
+// (n = round(x log2 e), r = x - n ln 2 in two parts, a degree-7 polynomial in r, times 2^n), about
+// 1 ulp from expf; below -87.33 (where the result leaves the normal range) 0, NaN stays NaN.
+inline __m256 exp_nonpositive(__m256 x) {
+  const __m256 lowest = _mm256_set1_ps(-87.33654f);
+  const __m256 underflow = _mm256_cmp_ps(x, lowest, _CMP_LT_OQ);
+  const __m256 xc = _mm256_max_ps(lowest, x);  // NaN: max_ps returns its second operand
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 poly = _mm256_set1_ps(1.9875691500e-4f);
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.3981999507e-3f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(8.3334519073e-3f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(4.1665795894e-2f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.6666665459e-1f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(5.0000001201e-1f));
+  poly = _mm256_fmadd_ps(poly, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(poly, _mm256_castsi256_ps(two_n)));
+}
+
+// Keys a step of the tile loop.
+constexpr int kChunk = 16;
+// Rows of a tile: its lanes (query rows x heads of one KV head), in one or two vectors of 8.
+constexpr int kMaxLanes = 16;
+
+// A tile: tokens [t0, t1) of one sequence x heads [h0, h1) of KV head kvh, lane = (t - t0) *
+// (h1 - h0) + (h - h0).
+struct Tile {
+  int64_t seq, kvh, t0, t1, h0, h1;
+};
+
+// How the rows of a call are cut into tiles: per sequence and KV head, `tokens` query rows x
+// `heads` query heads a tile (a group of more than kMaxLanes heads in several), so that a tile
+// fills up to kMaxLanes lanes and each key row it reads serves all of them.
+struct Tiling {
+  int64_t heads = 1, head_chunks = 1, tokens = 1;
+  std::vector<int64_t>* first_tile = nullptr;  // [num_seqs + 1]: the tiles of sequence s start at [s]
+
+  int64_t count() const { return first_tile->back(); }
+  Tile tile(const PagedAttentionArgs& a, int64_t i) const {
+    const auto& f = *first_tile;
+    const int64_t s = std::upper_bound(f.begin(), f.end(), i) - f.begin() - 1;
+    int64_t rest = i - f[size_t(s)];
+    const int64_t hc = rest % head_chunks;
+    rest /= head_chunks;
+    const int64_t kvh = rest % a.num_kv_heads, tc = rest / a.num_kv_heads;
+    const int64_t group = a.num_heads / a.num_kv_heads;
+    const int64_t t0 = a.query_start_loc[s] + tc * tokens;
+    const int64_t h0 = kvh * group + hc * heads;
+    return {s, kvh, t0, std::min<int64_t>(t0 + tokens, a.query_start_loc[s + 1]), h0,
+            std::min<int64_t>(h0 + heads, (kvh + 1) * group)};
+  }
+};
+
+Tiling make_tiling(const PagedAttentionArgs& a) {
+  thread_local std::vector<int64_t> first_tile;  // grows to the largest batch and stays
+  Tiling t;
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  t.heads = std::min<int64_t>(group, kMaxLanes);
+  t.head_chunks = (group + t.heads - 1) / t.heads;
+  t.tokens = std::max<int64_t>(kMaxLanes / t.heads, 1);
+  first_tile.resize(size_t(a.num_seqs + 1));
+  first_tile[0] = 0;
+  for (int64_t s = 0; s < a.num_seqs; ++s) {
+    const int64_t rows = a.query_start_loc[s + 1] - a.query_start_loc[s];
+    first_tile[size_t(s + 1)] = first_tile[size_t(s)] + (rows + t.tokens - 1) / t.tokens * a.num_kv_heads * t.head_chunks;
+  }
+  t.first_tile = &first_tile;
+  return t;
+}
+
+// Per-thread buffers of a tile, as floats: q and the accumulator transposed ([d][lane]), the
+// chunk's key and value rows ([key][d], d padded to a multiple of 4 with zeros), its logits and
+// then weights ([key][lane]) and which lanes see each key. Grows to the largest head size and
+// stays, so steps allocate nothing.
+struct TileScratch {
+  float *qt, *ot, *keys, *values, *p, *seen;
+  int64_t dp;
+  static TileScratch get(int64_t head_size) {
     thread_local std::vector<float> buffer;
-    const size_t need = size_t(group * (2 * d + keys));
+    const int64_t dp = (head_size + 3) / 4 * 4;
+    const size_t need = size_t(2 * dp * kMaxLanes + 2 * kChunk * dp + 2 * kChunk * kMaxLanes);
     if (buffer.size() < need) buffer.resize(need);
-    return {buffer.data(), buffer.data() + group * d, buffer.data() + 2 * group * d};
+    float* b = buffer.data();
+    return {b, b + dp * kMaxLanes, b + 2 * dp * kMaxLanes, b + 2 * dp * kMaxLanes + kChunk * dp,
+            b + 2 * dp * kMaxLanes + 2 * kChunk * dp, b + 2 * dp * kMaxLanes + 2 * kChunk * dp + kChunk * kMaxLanes, dp};
   }
 };
 
-// Query rows t of sequence r: its index and the position of t.
-struct QueryRow {
-  int64_t r, pos;
-};
-inline QueryRow query_row(const PagedAttentionArgs& a, int64_t t) {
-  const int32_t* qsl = a.query_start_loc;
-  const int64_t r = std::upper_bound(qsl, qsl + a.num_seqs + 1, int32_t(t)) - qsl - 1;
-  return {r, a.seq_lens[r] - (qsl[r + 1] - qsl[r]) + (t - qsl[r])};
-}
-
-// Heads [h0, h0 + group) of query row t (all on KV head kvh): each key and value row is widened
-// once for the whole group, and each head does the arithmetic of its own in the same order as
-// one head alone, so the grouping changes no bit.
-template <typename T>
-void attend_group(const PagedAttentionArgs& a, const float* fp8_table, int64_t t, int64_t h0, int64_t group,
-                  int64_t kvh, float* kv, const GroupScratch& g) {
-  const auto* q = static_cast<const T*>(a.q);
-  auto* out = static_cast<T*>(a.out);
-  const int64_t d_n = a.head_size;
+// One tile (kVecs vectors of 8 lanes), flash-attention style over chunks of kChunk keys: the
+// chunk's logits S[key][lane] = scale * q . k (f32 FMAs over d), masked to -inf where the lane
+// does not see the key, its maximum merged into the lane's running maximum m, the weights p =
+// e^(S - m) (0 for a logit of -inf), l = l * e^(m_old - m) + sum p, and acc = acc * e^(m_old - m)
+// + sum p v over the keys the lane sees. Lanes are query rows, so the softmax is lane-wise: no
+// horizontal sums. NaN is sticky in m (a NaN logit makes the lane's output NaN, as the
+// reference), and a chunk where some lane does not see some key adds p v under a mask, so that
+// keys a row does not see never reach its output (their values may be anything).
+template <typename T, int kVecs>
+void attend_tile(const PagedAttentionArgs& a, const float* fp8_table, const Tile& tile, const TileScratch& sc) {
+  constexpr int kLanes = 8 * kVecs;
+  const int64_t d_n = a.head_size, dp = sc.dp;
+  const int64_t heads = tile.h1 - tile.h0, lanes = (tile.t1 - tile.t0) * heads;
   const bool fp8 = a.cache_dtype != KvCacheDtype::kAuto;
-  const QueryRow row = query_row(a, t);
-  const int64_t seq_len = a.seq_lens[row.r];
-  const int32_t* table = a.block_table + row.r * a.block_table_stride;
-  const float ks = fp8 ? a.k_scale[kvh * a.kv_scale_stride] : 1.0f;
-  const float vs = fp8 ? a.v_scale[kvh * a.kv_scale_stride] : 1.0f;
-  const VisibleKeys vk = visible_keys(a, row.pos, seq_len);
-  const int64_t keys = std::max<int64_t>(vk.last - vk.first + 1, 0);
-  constexpr int kMaxGroup = 16;
-  float m[kMaxGroup], l[kMaxGroup];
-  int64_t live[kMaxGroup];
-  for (int64_t e = 0; e < group; ++e) {
-    widen<T>(q, t * a.q_token_stride + (h0 + e) * a.q_head_stride, d_n, KvCacheDtype::kAuto, nullptr, 1.0f,
-             g.qf + e * d_n);
-    std::fill(g.acc + e * d_n, g.acc + (e + 1) * d_n, 0.0f);
-    m[e] = kNegInf;
-    l[e] = 0.0f;
-    live[e] = vk.last + 1;  // the first key whose logit is not -inf
+  const int64_t seq_len = a.seq_lens[tile.seq];
+  const int32_t* table = a.block_table + tile.seq * a.block_table_stride;
+  const float ks = fp8 ? a.k_scale[tile.kvh * a.kv_scale_stride] : 1.0f;
+  const float vs = fp8 ? a.v_scale[tile.kvh * a.kv_scale_stride] : 1.0f;
+  // Query row t sits at position pos0 + t: the sequence's rows are its last tokens.
+  const int64_t rows = a.query_start_loc[tile.seq + 1] - a.query_start_loc[tile.seq];
+  const int64_t pos0 = seq_len - rows - a.query_start_loc[tile.seq];
+
+  // The lanes' rows and the keys each sees (padding lanes none).
+  alignas(32) int32_t first[kLanes], last[kLanes];
+  int64_t key_first = INT64_MAX, key_last = -1, all_first = -1, all_last = INT64_MAX;
+  for (int r = 0; r < kLanes; ++r) {
+    first[r] = INT32_MAX, last[r] = -1;
+    if (r >= lanes) continue;
+    const VisibleKeys vk = visible_keys(a, pos0 + tile.t0 + r / heads, seq_len);
+    if (vk.first > vk.last) {
+      all_first = INT64_MAX;  // a lane that sees nothing: no chunk is whole
+      continue;
+    }
+    first[r] = int32_t(vk.first), last[r] = int32_t(vk.last);
+    key_first = std::min(key_first, vk.first), key_last = std::max(key_last, vk.last);
+    all_first = std::max(all_first, vk.first), all_last = std::min(all_last, vk.last);
+  }
+  // q transposed, zeros in padding lanes; the accumulator zero.
+  std::fill(sc.qt, sc.qt + dp * kLanes, 0.0f);
+  std::fill(sc.ot, sc.ot + dp * kLanes, 0.0f);
+  alignas(32) float row[512];
+  float* qrow = d_n <= 512 ? row : sc.keys;  // sc.keys is free until the first chunk
+  for (int64_t r = 0; r < lanes; ++r) {
+    const int64_t t = tile.t0 + r / heads, h = tile.h0 + r % heads;
+    widen<T>(a.q, t * a.q_token_stride + h * a.q_head_stride, d_n, KvCacheDtype::kAuto, nullptr, 1.0f, qrow);
+    for (int64_t d = 0; d < d_n; ++d) sc.qt[d * kLanes + r] = qrow[d];
+  }
+  __m256 m[kVecs], l[kVecs];
+  __m256i lane_first[kVecs], lane_last[kVecs];
+  for (int v = 0; v < kVecs; ++v) {
+    m[v] = _mm256_set1_ps(kNegInf), l[v] = _mm256_setzero_ps();
+    lane_first[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(first + 8 * v));
+    lane_last[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(last + 8 * v));
   }
   const int64_t elem = fp8 ? 1 : int64_t(sizeof(T)), row_bytes = d_n * elem;
-  auto prefetch = [&](const void* cache, const PagedCacheLayout& layout, int64_t j) {
-    if (j <= vk.last) prefetch_row(cache, layout.offset(table[j / layout.block_size], j % layout.block_size, kvh) * elem, row_bytes);
+  // Rows [j0, j0 + n) of a cache into dst ([key][dp]); zeros in rows n..n4 and past d_n.
+  auto load_rows = [&](const void* cache, const PagedCacheLayout& layout, float scale, int64_t j0, int n, int n4,
+                       float* dst) {
+    int64_t block = j0 / layout.block_size, slot = j0 % layout.block_size;
+    for (int i = 0; i < n; ++i) {
+      widen<T>(cache, layout.offset(table[block], slot, tile.kvh), d_n, a.cache_dtype, fp8_table, scale, dst + i * dp);
+      std::fill(dst + i * dp + d_n, dst + (i + 1) * dp, 0.0f);
+      if (++slot == layout.block_size) slot = 0, ++block;
+    }
+    std::fill(dst + n * dp, dst + n4 * dp, 0.0f);
   };
-  for (int64_t j = vk.first; j <= vk.last; ++j) {
-    prefetch(a.key_cache, a.key_layout, j + kPrefetchRows);
-    const int64_t ko = a.key_layout.offset(table[j / a.key_layout.block_size], j % a.key_layout.block_size, kvh);
-    widen<T>(a.key_cache, ko, d_n, a.cache_dtype, fp8_table, ks, kv);
-    for (int64_t e = 0; e < group; ++e) {
-      const float s = capped(dot(g.qf + e * d_n, kv, d_n) * a.scale, a.softcap);
-      g.logits[e * keys + (j - vk.first)] = s;
-      m[e] = running_max(m[e], s);
-      if (live[e] > vk.last && m[e] != kNegInf) live[e] = j;
+  auto prefetch_rows = [&](const void* cache, const PagedCacheLayout& layout, int64_t j0, int64_t j1) {
+    if (j0 > j1) return;
+    int64_t block = j0 / layout.block_size, slot = j0 % layout.block_size;
+    for (int64_t j = j0; j <= j1; ++j) {
+      prefetch_row(cache, layout.offset(table[block], slot, tile.kvh) * elem, row_bytes);
+      if (++slot == layout.block_size) slot = 0, ++block;
+    }
+  };
+  const __m256 scale = _mm256_set1_ps(a.scale), neg_inf = _mm256_set1_ps(kNegInf);
+  for (int64_t j0 = key_first; j0 <= key_last; j0 += kChunk) {
+    const int n = int(std::min<int64_t>(kChunk, key_last - j0 + 1)), n4 = (n + 3) / 4 * 4;
+    const int64_t next_last = std::min<int64_t>(j0 + 2 * kChunk - 1, key_last);
+    prefetch_rows(a.key_cache, a.key_layout, j0 + kChunk, next_last);
+    load_rows(a.key_cache, a.key_layout, ks, j0, n, n4, sc.keys);
+    // S = q . k, four keys at a time.
+    for (int j = 0; j < n4; j += 4) {
+      __m256 acc[4][kVecs];
+      for (int i = 0; i < 4; ++i) {
+        for (int v = 0; v < kVecs; ++v) acc[i][v] = _mm256_setzero_ps();
+      }
+      const float* k = sc.keys + j * dp;
+      for (int64_t d = 0; d < d_n; ++d) {
+        __m256 q[kVecs];
+        for (int v = 0; v < kVecs; ++v) q[v] = _mm256_loadu_ps(sc.qt + d * kLanes + 8 * v);
+        for (int i = 0; i < 4; ++i) {
+          const __m256 b = _mm256_broadcast_ss(k + i * dp + d);
+          for (int v = 0; v < kVecs; ++v) acc[i][v] = _mm256_fmadd_ps(b, q[v], acc[i][v]);
+        }
+      }
+      for (int i = 0; i < 4; ++i) {
+        for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(sc.p + (j + i) * kLanes + 8 * v, _mm256_mul_ps(acc[i][v], scale));
+      }
+    }
+    if (a.softcap > 0.0f) {
+      for (int i = 0; i < n * kLanes; ++i) sc.p[i] = capped(sc.p[i], a.softcap);
+    }
+    // Mask, the chunk's maximum (NaN tracked apart: max_ps drops a NaN in its first operand).
+    __m256 chunk_max[kVecs], nan[kVecs];
+    for (int v = 0; v < kVecs; ++v) chunk_max[v] = neg_inf, nan[v] = _mm256_setzero_ps();
+    for (int j = 0; j < n; ++j) {
+      const __m256i key = _mm256_set1_epi32(int32_t(j0 + j));
+      for (int v = 0; v < kVecs; ++v) {
+        const __m256i unseen = _mm256_or_si256(_mm256_cmpgt_epi32(lane_first[v], key), _mm256_cmpgt_epi32(key, lane_last[v]));
+        const __m256 seen = _mm256_castsi256_ps(_mm256_xor_si256(unseen, _mm256_set1_epi32(-1)));
+        const __m256 s = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(sc.p + j * kLanes + 8 * v), seen);
+        _mm256_storeu_ps(sc.p + j * kLanes + 8 * v, s);
+        _mm256_storeu_ps(sc.seen + j * kLanes + 8 * v, seen);
+        nan[v] = _mm256_or_ps(nan[v], _mm256_cmp_ps(s, s, _CMP_UNORD_Q));
+        chunk_max[v] = _mm256_max_ps(chunk_max[v], s);
+      }
+    }
+    // The running maximum, the rescale factor and the weights.
+    __m256 alpha[kVecs];
+    bool rescale = false;
+    for (int v = 0; v < kVecs; ++v) {
+      const __m256 is_nan = _mm256_or_ps(nan[v], _mm256_cmp_ps(m[v], m[v], _CMP_UNORD_Q));
+      const __m256 m_new = _mm256_blendv_ps(_mm256_max_ps(m[v], chunk_max[v]), _mm256_set1_ps(std::nanf("")), is_nan);
+      // e^(m_old - m_new); 1 while nothing is live (both -inf).
+      alpha[v] = _mm256_blendv_ps(exp_nonpositive(_mm256_sub_ps(m[v], m_new)), _mm256_set1_ps(1.0f),
+                                  _mm256_cmp_ps(m_new, neg_inf, _CMP_EQ_OQ));
+      rescale = rescale || _mm256_movemask_ps(_mm256_cmp_ps(alpha[v], _mm256_set1_ps(1.0f), _CMP_NEQ_UQ)) != 0;
+      m[v] = m_new;
+      __m256 sum = _mm256_setzero_ps();
+      for (int j = 0; j < n; ++j) {
+        const __m256 s = _mm256_loadu_ps(sc.p + j * kLanes + 8 * v);
+        const __m256 p = _mm256_andnot_ps(_mm256_cmp_ps(s, neg_inf, _CMP_EQ_OQ), exp_nonpositive(_mm256_sub_ps(s, m_new)));
+        _mm256_storeu_ps(sc.p + j * kLanes + 8 * v, p);
+        sum = _mm256_add_ps(sum, p);
+      }
+      l[v] = _mm256_add_ps(_mm256_mul_ps(l[v], alpha[v]), sum);
+    }
+    if (rescale) {
+      for (int64_t d = 0; d < d_n; ++d) {
+        for (int v = 0; v < kVecs; ++v) {
+          float* o = sc.ot + d * kLanes + 8 * v;
+          _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_loadu_ps(o), alpha[v]));
+        }
+      }
+    }
+    prefetch_rows(a.value_cache, a.value_layout, j0 + kChunk, next_last);
+    load_rows(a.value_cache, a.value_layout, vs, j0, n, n, sc.values);
+    // acc += p v, four dims at a time; under the mask unless every lane sees every key.
+    const bool whole = all_first <= j0 && j0 + n - 1 <= all_last;
+    for (int64_t d0 = 0; d0 < dp; d0 += 4) {
+      __m256 acc[4][kVecs];
+      for (int i = 0; i < 4; ++i) {
+        for (int v = 0; v < kVecs; ++v) acc[i][v] = _mm256_loadu_ps(sc.ot + (d0 + i) * kLanes + 8 * v);
+      }
+      for (int j = 0; j < n; ++j) {
+        __m256 p[kVecs];
+        for (int v = 0; v < kVecs; ++v) p[v] = _mm256_loadu_ps(sc.p + j * kLanes + 8 * v);
+        const float* val = sc.values + j * dp + d0;
+        if (whole) {
+          for (int i = 0; i < 4; ++i) {
+            const __m256 b = _mm256_broadcast_ss(val + i);
+            for (int v = 0; v < kVecs; ++v) acc[i][v] = _mm256_fmadd_ps(b, p[v], acc[i][v]);
+          }
+        } else {
+          for (int i = 0; i < 4; ++i) {
+            const __m256 b = _mm256_broadcast_ss(val + i);
+            for (int v = 0; v < kVecs; ++v) {
+              acc[i][v] = _mm256_blendv_ps(acc[i][v], _mm256_fmadd_ps(b, p[v], acc[i][v]),
+                                           _mm256_loadu_ps(sc.seen + j * kLanes + 8 * v));
+            }
+          }
+        }
+      }
+      for (int i = 0; i < 4; ++i) {
+        for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(sc.ot + (d0 + i) * kLanes + 8 * v, acc[i][v]);
+      }
     }
   }
-  // From each head's first live key on, as the reference's online softmax (which skips the -inf
-  // logits before it, but multiplies later values by their zero weight: 0 * inf is NaN).
-  int64_t first_live = vk.last + 1;
-  for (int64_t e = 0; e < group; ++e) {
-    if (m[e] != kNegInf) first_live = std::min(first_live, live[e]);
-  }
-  for (int64_t j = first_live; j <= vk.last; ++j) {
-    prefetch(a.value_cache, a.value_layout, j + kPrefetchRows);
-    const int64_t vo = a.value_layout.offset(table[j / a.value_layout.block_size], j % a.value_layout.block_size, kvh);
-    widen<T>(a.value_cache, vo, d_n, a.cache_dtype, fp8_table, vs, kv);
-    for (int64_t e = 0; e < group; ++e) {
-      if (m[e] == kNegInf || j < live[e]) continue;
-      const float p = std::exp(g.logits[e * keys + (j - vk.first)] - m[e]);
-      l[e] += p;
-      float* acc = g.acc + e * d_n;
-      for (int64_t d = 0; d < d_n; ++d) acc[d] += p * kv[d];
+  alignas(32) float lsum[kLanes];
+  for (int v = 0; v < kVecs; ++v) _mm256_store_ps(lsum + 8 * v, l[v]);
+  auto* out = static_cast<T*>(a.out);
+  for (int64_t r = 0; r < lanes; ++r) {
+    const int64_t t = tile.t0 + r / heads, h = tile.h0 + r % heads;
+    T* out_row = out + (t * a.num_heads + h) * d_n;
+    for (int64_t d = 0; d < d_n; ++d) {
+      out_row[d] = from_float<T>(lsum[r] == 0.0f ? 0.0f : sc.ot[d * kLanes + r] / lsum[r]);
     }
-  }
-  for (int64_t e = 0; e < group; ++e) {
-    const float* acc = g.acc + e * d_n;
-    T* out_row = out + (t * a.num_heads + h0 + e) * d_n;
-    for (int64_t d = 0; d < d_n; ++d) out_row[d] = from_float<T>(l[e] == 0.0f ? 0.0f : acc[d] / l[e]);
   }
 }
 
@@ -231,28 +379,34 @@ void run(const PagedAttentionArgs& a, int num_threads) {
   for (int64_t s = 0; s < a.num_seqs; ++s) work += int64_t(a.query_start_loc[s + 1] - a.query_start_loc[s]) * a.seq_lens[s];
   work *= a.num_heads * 2 * d_n;
   const bool serial = work < kSerialWork || num_threads == 1;
-  const int64_t group_size = a.num_heads / a.num_kv_heads;
-  // A prefill's many rows, or any call on one thread: one item per (row, KV head), whose query
-  // heads share each widened key and value row. A decode's few rows on threads: one item per
-  // head, so that the threads get even shares.
-  const int64_t group = (real_tokens > 1 || serial) && group_size <= 16 ? group_size : 1;
-  const int64_t items = real_tokens * (a.num_heads / group);
-  const int64_t per_part = scratch_floats_per_part(a);
+  const Tiling tiling = make_tiling(a);
+  const int64_t tiles = tiling.count();
+  const bool wide = tiling.tokens * tiling.heads > 8;
+  // Tiles dealt round-robin to the parts, so that a causal prefill's cheap early rows and costly
+  // late ones spread over the threads.
   parallel_for_at_most(serial ? 1 : num_threads, a.num_parts, 1, [&](int64_t p0, int64_t p1) {
-    const GroupScratch g = GroupScratch::get(group, d_n, a.max_seq_len);
+    const TileScratch sc = TileScratch::get(d_n);
     for (int64_t part = p0; part < p1; ++part) {
-      float* kv = a.scratch + part * per_part + 2 * d_n;
-      for (int64_t item = part; item < items; item += a.num_parts) {
-        const int64_t t = item / (a.num_heads / group), h0 = (item % (a.num_heads / group)) * group;
-        attend_group<T>(a, fp8_table, t, h0, group, h0 / group_size, kv, g);
+      for (int64_t i = part; i < tiles; i += a.num_parts) {
+        const Tile tile = tiling.tile(a, i);
+        if (wide && (tile.t1 - tile.t0) * (tile.h1 - tile.h0) > 8) {
+          attend_tile<T, 2>(a, fp8_table, tile, sc);
+        } else {
+          attend_tile<T, 1>(a, fp8_table, tile, sc);
+        }
       }
     }
   });
 }
 
 }  // namespace
+#endif
 
 void paged_attention_cpu(const PagedAttentionArgs& args, const Overrides& overrides, int num_threads) {
+#if !defined(__x86_64__)
+  (void)overrides, (void)num_threads;
+  return paged_attention_ref(args);
+#else
   if (overrides.cpu_backend == CpuBackend::kReference || args.read_mode != AttentionReadMode::kDequantize ||
       best_cpu_isa() == CpuIsa::kPortable) {
     return paged_attention_ref(args);
@@ -262,6 +416,7 @@ void paged_attention_cpu(const PagedAttentionArgs& args, const Overrides& overri
     case DType::kF16: return run<Float16>(args, num_threads);
     default: return run<float>(args, num_threads);
   }
+#endif
 }
 
 }  // namespace fp8kit::ops
