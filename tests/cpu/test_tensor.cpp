@@ -1,6 +1,10 @@
 // Tensor: shapes, strides, views, copies, errors.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
+#include <vector>
+
+#include "fp8kit/device.h"
 #include "fp8kit/platform.h"
 #include "fp8kit/tensor.h"
 
@@ -77,6 +81,45 @@ TEST(Tensor, LargeBuffersAreUsableAndFreed) {
     EXPECT_EQ(t.data<uint8_t>()[0], 0);
     EXPECT_EQ(t.clone().data<uint8_t>()[(4 << 20) - 1], 7);
   }
+}
+
+// Whether [p, p + n) is still mapped (msync fails with ENOMEM on an unmapped range).
+bool mapped(void* p, size_t n) { return ::msync(p, n, MS_ASYNC) == 0; }
+
+TEST(AllocatorCpu, AFreedLargeBufferServesTheNextOfItsSize) {
+  // The CPU allocator keeps a few freed mappings for the next allocation of the same size (a
+  // forward pass frees and allocates activations of the same sizes every layer). A size no
+  // other test uses, so that no mapping kept before this test matches it.
+  Allocator* cpu = get_allocator(Device::cpu());
+  const size_t n = (size_t(4) << 20) + 3 * 4096 + 64;
+  void* first = cpu->allocate(n);
+  static_cast<uint8_t*>(first)[n - 1] = 1;
+  cpu->deallocate(first, n);
+  void* again = cpu->allocate(n);
+  EXPECT_EQ(again, first);
+  static_cast<uint8_t*>(again)[0] = 2;
+  cpu->deallocate(again, n);
+}
+
+TEST(AllocatorCpu, WhatItKeepsIsBounded) {
+  // At most 64 MiB of freed mappings, none above 16 MiB: of six freed buffers of 15 MiB at most
+  // four stay mapped, and a freed buffer of 32 MiB is unmapped at once.
+  Allocator* cpu = get_allocator(Device::cpu());
+  const size_t n = (size_t(15) << 20) + 5 * 4096;
+  std::vector<void*> buffers;
+  for (int i = 0; i < 6; ++i) {
+    buffers.push_back(cpu->allocate(n));
+    static_cast<uint8_t*>(buffers.back())[0] = 1;
+  }
+  for (void* p : buffers) cpu->deallocate(p, n);
+  int still_mapped = 0;
+  for (void* p : buffers) still_mapped += mapped(p, n) ? 1 : 0;
+  EXPECT_LE(still_mapped, 4);
+  const size_t big = size_t(32) << 20;
+  void* b = cpu->allocate(big);
+  static_cast<uint8_t*>(b)[big - 1] = 1;
+  cpu->deallocate(b, big);
+  EXPECT_FALSE(mapped(b, big));
 }
 
 TEST(Tensor, CudaWithoutADeviceIsAnError) {
