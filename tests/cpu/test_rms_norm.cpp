@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "expect_error.h"
 #include "fp8kit/ops/norm.h"
 #include "fp8kit/platform.h"
 #include "ops_test_util.h"
+#include "reference_context.h"
 
 namespace fp8kit {
 namespace {
@@ -135,6 +137,40 @@ TEST(FusedAddRmsNorm, RandomRowsMatchAddThenNorm) {
       for (int64_t i = 0; i < hidden; ++i) ASSERT_EQ(xs[size_t(r * hidden + i)], exp[size_t(i)]);
     }
     EXPECT_EQ(to_floats(xb.narrow(1, 0, 1)), pad_before);  // the columns outside the view are untouched
+  }
+}
+
+TEST(RmsNormCpu, FastRowsAreTheReferenceByteForByte) {
+  // The fast backend's AVX2 rows (rms_norm_cpu.cpp) against the reference on rows around the
+  // 8-lane step, many rows (split over the threads), extreme magnitudes, NaN and inf, both norms.
+  Overrides fast_overrides;
+  fast_overrides.cpu_backend = CpuBackend::kFast;
+  const ForwardContext fast(Device::cpu(), fast_overrides);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (DType dt : ops_test::kFloatDTypes) {
+    for (int64_t hidden : {1, 7, 8, 9, 576, 1000}) {
+      for (int64_t rows : {1, 3, 200}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " hidden " + std::to_string(hidden) + " rows " + std::to_string(rows));
+        std::vector<float> xs = ops_test::normal_values(size_t(rows * hidden), uint32_t(hidden + rows), 3.0f);
+        if (rows == 3) {  // row 1: huge and tiny values; row 2: a NaN, and an inf where there is room
+          for (int64_t i = 0; i < hidden; ++i) xs[size_t(hidden + i)] *= (i % 2 != 0) ? 1e30f : 1e-30f;
+          xs[size_t(2 * hidden)] = nan;
+          if (hidden > 1) xs[size_t(2 * hidden + 1)] = inf;
+        }
+        const Tensor w = make_tensor(ops_test::normal_values(size_t(hidden), 5), {hidden}, dt);
+        const Tensor x = make_tensor(xs, {rows, hidden}, dt);
+        const Tensor a = ops::rms_norm(fast, x, w, 1e-6f), b = ops::rms_norm(cpu_reference_ctx(), x, w, 1e-6f);
+        ASSERT_EQ(std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()), 0);
+        // fused_add_rms_norm: the residual stream and the output.
+        const std::vector<float> rs = ops_test::normal_values(size_t(rows * hidden), 77, 2.0f);
+        Tensor xf = make_tensor(xs, {rows, hidden}, dt), xr = make_tensor(xs, {rows, hidden}, dt);
+        Tensor resf = make_tensor(rs, {rows, hidden}, dt), resr = make_tensor(rs, {rows, hidden}, dt);
+        ops::fused_add_rms_norm(fast, xf, resf, w, 1e-5f);
+        ops::fused_add_rms_norm(cpu_reference_ctx(), xr, resr, w, 1e-5f);
+        ASSERT_EQ(std::memcmp(xf.data_ptr(), xr.data_ptr(), xf.nbytes()), 0);
+        ASSERT_EQ(std::memcmp(resf.data_ptr(), resr.data_ptr(), resf.nbytes()), 0);
+      }
+    }
   }
 }
 

@@ -1,13 +1,13 @@
 // Public entry of rms_norm / fused_add_rms_norm (include/fp8kit/ops/norm.h): validates once,
-// fills RmsNormArgs and routes by device (CPU: the reference; CUDA: rms_norm_cuda.h). Tested by
+// fills RmsNormArgs and routes by device (CPU: rms_norm_cpu.h; CUDA: rms_norm_cuda.h). Tested by
 // tests/cpu/test_rms_norm.cpp and tests/gpu/test_norm_rope_cuda.cpp.
 #include <cmath>
 #include <optional>
 
 #include "fp8kit/ops/norm.h"
 #include "ops/context_checks.h"
+#include "ops/norm/rms_norm_cpu.h"
 #include "ops/norm/rms_norm_cuda.h"
-#include "ops/norm/rms_norm_ref.h"
 #include "ops/op_checks.h"
 
 namespace fp8kit::ops {
@@ -67,7 +67,7 @@ Tensor rms_norm(const ForwardContext& ctx, const Tensor& x_in, const Tensor& wei
   args.out = out.data_ptr();
   args.out_row_stride = args.hidden;
   args.num_parts = work_parts(ctx);
-  route(kOp, ctx, ctx.device(), args, rms_norm_ref, rms_norm_cuda);
+  route(kOp, ctx, ctx.device(), args, rms_norm_cpu, rms_norm_cuda);
   return out;
 }
 
@@ -92,7 +92,7 @@ void fused_add_rms_norm(const ForwardContext& ctx, const Tensor& x, const Tensor
   args.out = x.data_ptr();
   args.out_row_stride = *row_stride;
   args.num_parts = work_parts(ctx);
-  route(kOp, ctx, ctx.device(), args, rms_norm_ref, rms_norm_cuda);
+  route(kOp, ctx, ctx.device(), args, rms_norm_cpu, rms_norm_cuda);
 }
 
 }  // namespace fp8kit::ops
