@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/parallel.h"
 #include "expect_error.h"
 #include "fp8kit/ops/rope.h"
 #include "fp8kit/platform.h"
 #include "ops_test_util.h"
+#include "reference_context.h"
 
 namespace fp8kit {
 namespace {
@@ -300,6 +302,43 @@ TEST(ApplyRope, ADecodeTokenRunsOnTheCallingThread) {
     for (int64_t i = 0; i < 64; ++i) many[size_t(i)] = i;
     ops::apply_rope(ctx, c, Tensor::from_vector(many), qp, Tensor());
     EXPECT_GT(pool_jobs(), before);
+  }
+}
+
+TEST(RopeCpu, FastRotationIsTheReferenceByteForByte) {
+  // The fast backend's AVX2 rotation (neox, rotary_dim / 2 a multiple of 8: rope_cpu.cpp) against
+  // the reference and against the scalar rule written here, full and partial rotary dims, in and
+  // out of place, q and k strided in a fused buffer, positions up to 2^24.
+  Overrides fast_overrides;
+  fast_overrides.cpu_backend = CpuBackend::kFast;
+  const ForwardContext fast(Device::cpu(), fast_overrides);
+  for (DType dt : ops_test::kFloatDTypes) {
+    for (int64_t rotary : {64, 32}) {
+      RopeConfig c = config(RopeType::kDefault, 64, 1e4);
+      c.rotary_dim = rotary;
+      const int64_t T = 40, H = 3, Hkv = 1, D = 64, width = (H + 2 * Hkv) * D;
+      std::vector<int64_t> pos;
+      for (int64_t t = 0; t < T; ++t) pos.push_back(t < T - 2 ? t * 97 : (t == T - 2 ? 65535 : 16777216));
+      const Tensor positions = Tensor::from_vector(pos);
+      Tensor qkv_f = make_tensor(ops_test::normal_values(size_t(T * width), uint32_t(rotary)), {T, width}, dt);
+      Tensor qkv_r = qkv_f.clone();
+      auto q_of = [&](Tensor& qkv) { return Tensor::from_storage(qkv.storage(), {T, H, D}, {width, D, 1}, 0, dt); };
+      auto k_of = [&](Tensor& qkv) { return Tensor::from_storage(qkv.storage(), {T, Hkv, D}, {width, D, 1}, H * D, dt); };
+      const std::vector<float> q0 = to_floats(q_of(qkv_f));
+      // Out of place.
+      ops::RopeOptions of, orf;
+      of.q_out = Tensor::empty({T, H, D}, dt), of.k_out = Tensor::empty({T, Hkv, D}, dt);
+      orf.q_out = Tensor::empty({T, H, D}, dt), orf.k_out = Tensor::empty({T, Hkv, D}, dt);
+      ops::apply_rope(fast, c, positions, q_of(qkv_f), k_of(qkv_f), of);
+      ops::apply_rope(cpu_reference_ctx(), c, positions, q_of(qkv_r), k_of(qkv_r), orf);
+      ASSERT_EQ(std::memcmp(of.q_out.data_ptr(), orf.q_out.data_ptr(), of.q_out.nbytes()), 0) << dtype_name(dt) << " " << rotary;
+      ASSERT_EQ(std::memcmp(of.k_out.data_ptr(), orf.k_out.data_ptr(), of.k_out.nbytes()), 0);
+      EXPECT_EQ(to_floats(of.q_out), expected_rotation(q0, T, H, c, ops::rope_cos_sin(fast, c, positions), dt));
+      // In place.
+      ops::apply_rope(fast, c, positions, q_of(qkv_f), k_of(qkv_f));
+      ops::apply_rope(cpu_reference_ctx(), c, positions, q_of(qkv_r), k_of(qkv_r));
+      ASSERT_EQ(std::memcmp(qkv_f.data_ptr(), qkv_r.data_ptr(), qkv_f.nbytes()), 0);
+    }
   }
 }
 

@@ -1,15 +1,15 @@
 // Public entry of rope_cos_sin and apply_rope (include/fp8kit/ops/rope.h): validates once,
 // computes the frequencies on the host, fills RopeArgs (CPU: with workspace scratch) and routes
-// by device (CPU: the reference; CUDA: rope_cuda.h, which computes cos/sin on the device).
+// by device (CPU: rope_cpu.h; CUDA: rope_cuda.h, which computes cos/sin on the device).
 // Positions are checked on the host where they live there. Tested by tests/cpu/test_rope.cpp and
 // tests/gpu/test_norm_rope_cuda.cpp.
 #include "fp8kit/ops/rope.h"
 
 #include "ops/context_checks.h"
 #include "ops/op_checks.h"
+#include "ops/rope/rope_cpu.h"
 #include "ops/rope/rope_cuda.h"
 #include "ops/rope/rope_freqs.h"
-#include "ops/rope/rope_ref.h"
 
 namespace fp8kit::ops {
 
@@ -141,7 +141,7 @@ void apply_rope(const ForwardContext& ctx, const RopeConfig& config, const Tenso
     args.num_parts = work_parts(ctx, num_tokens, 16);
     args.scratch = ctx.workspace().take({args.num_parts, config.rotary_dim}, DType::kF32).data<float>();
   }
-  route(kOp, ctx, ctx.device(), args, apply_rope_ref, apply_rope_cuda);
+  route(kOp, ctx, ctx.device(), args, apply_rope_cpu, apply_rope_cuda);
 }
 
 }  // namespace fp8kit::ops
