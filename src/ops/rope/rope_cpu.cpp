@@ -3,13 +3,11 @@
 // pragma below).
 #include "ops/rope/rope_cpu.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "core/cpu_features.h"
-#include "core/parallel.h"
 #include "fp8kit/half.h"
-#include "ops/rope/rope_freqs.h"
+#include "ops/rope/rope_tokens.h"
 #include "ops/rope/rope_ref.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -54,22 +52,9 @@ void rotate_heads(const RopeArgs& a, const RopeHeads& h, int64_t t, const float*
 
 template <typename T>
 void run(const RopeArgs& a) {
-  const int64_t half = a.rotary_dim / 2;
-  const int64_t per_part = (a.num_tokens + a.num_parts - 1) / a.num_parts;
-  parallel_for(a.num_parts, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t part = p0; part < p1; ++part) {
-      float* c = a.scratch + part * a.rotary_dim;  // this part's cos and sin of one token
-      float* s = c + half;
-      for (int64_t t = part * per_part; t < std::min(a.num_tokens, (part + 1) * per_part); ++t) {
-        for (int64_t i = 0; i < half; ++i) {
-          detail::rope_cos_sin_at(a.inv_freq[i], a.positions[t], a.attention_factor, c + i, s + i);
-          c[i] = to_float(from_float<T>(c[i]));  // the cos/sin cache in the model dtype, as the reference
-          s[i] = to_float(from_float<T>(s[i]));
-        }
-        rotate_heads<T>(a, a.q, t, c, s);
-        rotate_heads<T>(a, a.k, t, c, s);
-      }
-    }
+  detail::for_each_rope_token<T>(a, [&](int64_t t, const float* c, const float* s) {
+    rotate_heads<T>(a, a.q, t, c, s);
+    rotate_heads<T>(a, a.k, t, c, s);
   });
 }
 

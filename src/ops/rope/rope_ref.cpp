@@ -6,7 +6,7 @@
 
 #include "core/parallel.h"
 #include "fp8kit/half.h"
-#include "ops/rope/rope_freqs.h"
+#include "ops/rope/rope_tokens.h"
 
 namespace fp8kit::ops {
 namespace {
@@ -44,22 +44,9 @@ void rotate_heads(const RopeArgs& a, const RopeHeads& h, int64_t t, const float*
 
 template <typename T>
 void run(const RopeArgs& a) {
-  const int64_t half = a.rotary_dim / 2;
-  const int64_t per_part = (a.num_tokens + a.num_parts - 1) / a.num_parts;
-  parallel_for(a.num_parts, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t part = p0; part < p1; ++part) {
-      float* c = a.scratch + part * a.rotary_dim;  // this part's cos and sin of one token
-      float* s = c + half;
-      for (int64_t t = part * per_part; t < std::min(a.num_tokens, (part + 1) * per_part); ++t) {
-        for (int64_t i = 0; i < half; ++i) {
-          detail::rope_cos_sin_at(a.inv_freq[i], a.positions[t], a.attention_factor, c + i, s + i);
-          c[i] = rounded<T>(c[i]);  // the cos/sin cache in the model dtype (HF .to(x.dtype), vLLM's cache)
-          s[i] = rounded<T>(s[i]);
-        }
-        rotate_heads<T>(a, a.q, t, c, s);
-        rotate_heads<T>(a, a.k, t, c, s);
-      }
-    }
+  detail::for_each_rope_token<T>(a, [&](int64_t t, const float* c, const float* s) {
+    rotate_heads<T>(a, a.q, t, c, s);
+    rotate_heads<T>(a, a.k, t, c, s);
   });
 }
 
