@@ -13,8 +13,6 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -22,12 +20,7 @@
 
 #include "fp8kit/half.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "ops/avx2_target_begin.h"
 
 #include "ops/avx2_elements.h"
 
@@ -135,11 +128,7 @@ void exp_f32_avx2(const float* x, float* out, int64_t n) {
 
 }  // namespace fp8kit::ops::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "ops/avx2_target_end.h"
 
 #else  // not x86-64
 

@@ -17,18 +17,11 @@
 #include "ops/attention/attention_ref.h"
 #include "ops/kv_cache/kv_cache_ref.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#define FP8KIT_ATTENTION_POP_TARGET 1
-#elif defined(__GNUC__)
-#pragma GCC target("avx2,fma,f16c")
-#endif
-#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FP8KIT_ATTENTION_AVX2 1
+#include "ops/avx2_target_begin.h"
 
 namespace fp8kit::ops {
-#if defined(__x86_64__)
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -381,7 +374,6 @@ void run(const PagedAttentionArgs& a, int num_threads) {
   const bool serial = work < kSerialWork || num_threads == 1;
   const Tiling tiling = make_tiling(a);
   const int64_t tiles = tiling.count();
-  const bool wide = tiling.tokens * tiling.heads > 8;
   // Tiles dealt round-robin to the parts, so that a causal prefill's cheap early rows and costly
   // late ones spread over the threads.
   parallel_for_at_most(serial ? 1 : num_threads, a.num_parts, 1, [&](int64_t p0, int64_t p1) {
@@ -389,7 +381,7 @@ void run(const PagedAttentionArgs& a, int num_threads) {
     for (int64_t part = p0; part < p1; ++part) {
       for (int64_t i = part; i < tiles; i += a.num_parts) {
         const Tile tile = tiling.tile(a, i);
-        if (wide && (tile.t1 - tile.t0) * (tile.h1 - tile.h0) > 8) {
+        if ((tile.t1 - tile.t0) * (tile.h1 - tile.h0) > 8) {  // lanes in two vectors
           attend_tile<T, 2>(a, fp8_table, tile, sc);
         } else {
           attend_tile<T, 1>(a, fp8_table, tile, sc);
@@ -400,10 +392,15 @@ void run(const PagedAttentionArgs& a, int num_threads) {
 }
 
 }  // namespace
+}  // namespace fp8kit::ops
+
+#include "ops/avx2_target_end.h"
 #endif
 
+namespace fp8kit::ops {
+
 void paged_attention_cpu(const PagedAttentionArgs& args, const Overrides& overrides, int num_threads) {
-#if !defined(__x86_64__)
+#if !defined(FP8KIT_ATTENTION_AVX2)
   (void)overrides, (void)num_threads;
   return paged_attention_ref(args);
 #else
@@ -420,7 +417,3 @@ void paged_attention_cpu(const PagedAttentionArgs& args, const Overrides& overri
 }
 
 }  // namespace fp8kit::ops
-
-#if defined(FP8KIT_ATTENTION_POP_TARGET)
-#pragma clang attribute pop
-#endif

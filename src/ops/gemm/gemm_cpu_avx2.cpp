@@ -17,8 +17,6 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -33,12 +31,7 @@
 #include "ops/gemm/gemm_cpu_plan.h"
 #include "ops/gemm/gemm_cpu_problem.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "ops/avx2_target_begin.h"
 
 #include "ops/gemm/gemm_cpu_driver.h"
 
@@ -249,11 +242,7 @@ void run_gemm_avx2(const GemmProblem& problem, const GemmPlan& plan) { run_gemm<
 
 }  // namespace fp8kit::ops::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "ops/avx2_target_end.h"
 
 #else  // not x86-64
 

@@ -15,14 +15,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#include <immintrin.h>
-
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "ops/avx2_target_begin.h"
 
 #include "ops/avx2_elements.h"
 
@@ -102,11 +95,7 @@ void rms_norm_cpu(const RmsNormArgs& args, const Overrides& overrides, int num_t
 
 }  // namespace fp8kit::ops
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "ops/avx2_target_end.h"
 
 #else  // not x86-64
 

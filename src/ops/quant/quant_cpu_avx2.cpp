@@ -9,8 +9,6 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,12 +20,7 @@
 #include "fp8kit/half.h"
 #include "ops/quant/quant_encode.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "ops/avx2_target_begin.h"
 
 namespace fp8kit::ops::cpu {
 namespace {
@@ -159,11 +152,7 @@ const QuantKernels& quant_kernels_avx2(DType in, bool fnuz) {
 
 }  // namespace fp8kit::ops::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "ops/avx2_target_end.h"
 
 #else  // not x86-64
 

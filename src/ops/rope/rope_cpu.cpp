@@ -12,14 +12,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#include <immintrin.h>
-
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "ops/avx2_target_begin.h"
 
 #include "ops/avx2_elements.h"
 
@@ -52,10 +45,7 @@ void rotate_heads(const RopeArgs& a, const RopeHeads& h, int64_t t, const float*
 
 template <typename T>
 void run(const RopeArgs& a) {
-  detail::for_each_rope_token<T>(a, [&](int64_t t, const float* c, const float* s) {
-    rotate_heads<T>(a, a.q, t, c, s);
-    rotate_heads<T>(a, a.k, t, c, s);
-  });
+  detail::rotate_each_token<T>(a, rotate_heads<T>);
 }
 
 }  // namespace
@@ -75,11 +65,7 @@ void apply_rope_cpu(const RopeArgs& args, const Overrides& overrides, int) {
 
 }  // namespace fp8kit::ops
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "ops/avx2_target_end.h"
 
 #else  // not x86-64
 

@@ -44,10 +44,7 @@ void rotate_heads(const RopeArgs& a, const RopeHeads& h, int64_t t, const float*
 
 template <typename T>
 void run(const RopeArgs& a) {
-  detail::for_each_rope_token<T>(a, [&](int64_t t, const float* c, const float* s) {
-    rotate_heads<T>(a, a.q, t, c, s);
-    rotate_heads<T>(a, a.k, t, c, s);
-  });
+  detail::rotate_each_token<T>(a, rotate_heads<T>);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The token loop of apply_rope on the CPU, which the reference (rope_ref.cpp) and the fast
 // backend (rope_cpu.cpp) share: the tokens in num_parts parts on the thread pool, per token the
 // cos/sin of every frequency once (rope_freqs.h), rounded to T (HF's .to(x.dtype), vLLM's
-// cos/sin cache in the model dtype), then rotate(t, c, s) for its heads.
+// cos/sin cache in the model dtype), then rotate_heads(a, heads, t, c, s) for q and for k.
 #pragma once
 
 #include <algorithm>
@@ -14,8 +14,8 @@
 
 namespace fp8kit::ops::detail {
 
-template <typename T, typename Rotate>
-void for_each_rope_token(const RopeArgs& a, Rotate&& rotate) {
+template <typename T, typename RotateHeads>
+void rotate_each_token(const RopeArgs& a, RotateHeads rotate_heads) {
   const int64_t half = a.rotary_dim / 2;
   const int64_t per_part = (a.num_tokens + a.num_parts - 1) / a.num_parts;
   parallel_for(a.num_parts, 1, [&](int64_t p0, int64_t p1) {
@@ -28,7 +28,8 @@ void for_each_rope_token(const RopeArgs& a, Rotate&& rotate) {
           c[i] = to_float(from_float<T>(c[i]));
           s[i] = to_float(from_float<T>(s[i]));
         }
-        rotate(t, c, s);
+        rotate_heads(a, a.q, t, c, s);
+        rotate_heads(a, a.k, t, c, s);
       }
     }
   });
