@@ -144,6 +144,7 @@ struct Avx2Kernels {
       for (int e = 0; e < M * R; ++e) acc[e] = _mm256_setzero_ps();
       int64_t kk = k0;
       for (; kk + 32 <= k1; kk += 32) {
+        gemv_prefetch<R>(g, g.k * kBytes<B>, kk * kBytes<B>, 32 * kBytes<B>);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           __m256 w[4];

@@ -112,26 +112,6 @@ inline void load64(const uint8_t* p, int64_t valid, const Fp8Bf16Decode& dec, __
 template <Operand B>
 constexpr int64_t kBytes = B == Operand::kE4M3 ? 1 : 2;
 
-// The GEMV streams R weight rows side by side, a cache line of each at a time: too many streams,
-// too short (SmolLM2's rows are 9 lines), for the hardware prefetcher, and the loads stalled on
-// DRAM (perf put most of the kernel's samples behind them). So each step prefetches into L2 the
-// line kGemvPrefetchBytes further along its row, and past the row's end the rows R further on
-// (the next call's rows), so that a call's first steps do not wait either. Into L2 rather than
-// L1: 1024 bytes ahead of 8 rows is 8 KiB in flight, and the lm_head shape streamed faster so. A
-// prefetch never faults: one that reaches past the matrix costs a wasted line at most.
-inline constexpr int64_t kGemvPrefetchBytes = 1024;
-
-template <Operand B>
-inline void prefetch_ahead(const GemvArgs& g, int r, int rows, int64_t byte) {
-  const int64_t row_bytes = g.k * kBytes<B>;
-#pragma GCC unroll 2
-  for (int64_t line = 0; line < kBytes<B> * 64; line += 64) {
-    const int64_t at = byte + line + kGemvPrefetchBytes;
-    const uint8_t* p = at < row_bytes ? g.b + r * g.ldb_bytes + at : g.b + (r + rows) * g.ldb_bytes + (at - row_bytes);
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
-  }
-}
-
 // The 16 horizontal sums of v[0..15] (lane l of result q: sum of v[q]'s lanes), each by the
 // butterfly (l, l + 8), (l, l + 4), (l, l + 2), (l, l + 1).
 inline void hsum16(const __m512* v, float* out) {
@@ -193,8 +173,7 @@ struct Avx512Bf16Kernels {
       // all of them (loading it per weight row made the loop load-bound).
       for (int64_t kk = k0; kk < k1; kk += 64) {
         const int64_t valid = std::min<int64_t>(64, k1 - kk);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) prefetch_ahead<B>(g, r, R, kk * kBytes<B>);
+        gemv_prefetch<R>(g, g.k * kBytes<B>, kk * kBytes<B>, 64 * kBytes<B>);
         __m512bh w0[R], w1[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) load64<B>(g.b + r * g.ldb_bytes + kk * kBytes<B>, valid, dec, w0[r], w1[r]);
