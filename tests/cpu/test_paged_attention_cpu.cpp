@@ -42,6 +42,22 @@ std::vector<Problem> problems() {
   odd.options.window_left = 9;
   odd.options.softcap = 30.0f;
   out.push_back(odd);
+  // Decode rows only (the decode kernel): a group of 20 heads (tiles of 16 and 4), head size 128,
+  // a window and a soft-cap, an FP8 cache; and head size 256 in a bf16 cache.
+  Problem decode;
+  decode.seqs = {{37, 1}, {8, 1}, {200, 1}, {0, 1}};
+  decode.num_heads = 40;
+  decode.num_kv_heads = 2;
+  decode.head_size = 128;
+  decode.cache_dtype = KvCacheDtype::kFp8E4M3;
+  decode.options.window_left = 50;
+  decode.options.softcap = 20.0f;
+  out.push_back(decode);
+  Problem wide = decode;
+  wide.head_size = 256;
+  wide.cache_dtype = KvCacheDtype::kAuto;
+  wide.options = {};
+  out.push_back(wide);
   return out;
 }
 

@@ -88,9 +88,11 @@ TEST(PagedAttentionEdges, NaNInAVisibleValuePropagatesToItsElement) {
 }
 
 TEST(PagedAttentionEdges, NaNInAVisibleKeyPropagatesToItsHeads) {
-  for (KvCacheDtype cd : {KvCacheDtype::kAuto, KvCacheDtype::kFp8E5M2}) {
+  // Two query rows (the tile kernel) and one (the fast backend's decode kernel).
+  for (const auto& [cd, rows] : {std::pair{KvCacheDtype::kAuto, 2}, std::pair{KvCacheDtype::kFp8E5M2, 2},
+                                 std::pair{KvCacheDtype::kAuto, 1}, std::pair{KvCacheDtype::kFp8E5M2, 1}}) {
     Problem p;
-    p.seqs = {{6, 2}};
+    p.seqs = {{6, rows}};
     p.cache_dtype = cd;
     p.options.window_left = 0;  // each query sees itself only
     Bench b = attention_test::build(p);
@@ -101,9 +103,9 @@ TEST(PagedAttentionEdges, NaNInAVisibleKeyPropagatesToItsHeads) {
     attention_test::set_cached(full, 0, 5, 1, 0, kNaN, 1.0f);  // visible to both, group 1
     for (float x : run(b)) ASSERT_TRUE(std::isfinite(x));
     const auto out = run(full);
-    for (int64_t t = 0; t < 2; ++t) {
+    for (int64_t t = 0; t < rows; ++t) {
       for (int64_t h = 0; h < p.num_heads; ++h) {
-        EXPECT_EQ(std::isnan(out[size_t((t * p.num_heads + h) * p.head_size)]), h >= 4) << t << " " << h;
+        EXPECT_EQ(std::isnan(out[size_t((t * p.num_heads + h) * p.head_size)]), h >= 4) << rows << " " << t << " " << h;
       }
     }
     // A NaN in the first key a query reads (where the running maximum is still -inf) too.

@@ -315,33 +315,40 @@ struct GemvArgs {
 };
 using GemvFn = void (*)(GemvArgs&);
 
-// The GEMV's software prefetch, into L2 (__builtin_prefetch's locality 2: prefetcht1 on x86). A
-// call reads R rows side by side a step of `step` bytes each at a time: too many short streams
-// for the hardware prefetcher (SmolLM2's FP8 rows are 9 cache lines), so the loads stalled on
-// DRAM. When the call's rows are whole rows of a contiguous matrix (weights as stored), its R
-// rows are one block of memory and the next call's block follows it: the calls of a thread's
-// columns read one stream, and each step prefetches that stream's next R x step bytes,
-// kGemvPrefetchAhead past the step's own place in it (a 56 MB bf16 [49152, 576] GEMV on one
-// Zen 4 core: 13-15 GB/s with the per-row prefetch below, 23-26 GB/s so, a plain read 29-34).
-// Otherwise (a K slice, strided B) each step prefetches the line kGemvRowPrefetchBytes further
-// along each row, past the row's end in the rows R further on. A prefetch never faults: one past
-// the matrix costs a wasted line at most. Always inlined: GCC counts a prefetch as no side
-// effect, so a call of a function that only prefetches was deleted as dead (none was emitted).
+// The GEMV's software prefetch, into L2. A call reads R rows side by side a step of `step` bytes
+// each at a time: too many short streams for the hardware prefetcher (SmolLM2's FP8 rows are 9
+// cache lines), so the loads stalled on DRAM. When the call's rows are whole rows of a contiguous
+// matrix (weights as stored), its R rows are one block of memory and the next call's block
+// follows it: the calls of a thread's columns read one stream, and each step prefetches that
+// stream's next R x step bytes, kGemvPrefetchAhead past the step's own place in it (a 56 MB bf16
+// [49152, 576] GEMV on one Zen 4 core: 13-15 GB/s with the per-row prefetch below, 23-26 GB/s
+// so, a plain read 29-34). Otherwise (a K slice, strided B) each step prefetches the line
+// kGemvRowPrefetchBytes further along each row, past the row's end in the rows R further on. A
+// prefetch never faults: one past the matrix costs a wasted line at most. GCC counts
+// __builtin_prefetch as no side effect and deleted loops and calls that only prefetched (the bf16
+// GEMV had none left), hence the asm on x86.
 inline constexpr int64_t kGemvPrefetchAhead = 16384;
 inline constexpr int64_t kGemvRowPrefetchBytes = 1024;
+
+[[gnu::always_inline]] inline void prefetch_l2(const uint8_t* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht1 %0" : : "m"(*p));
+#else
+  __builtin_prefetch(p, 0, 2);
+#endif
+}
 
 template <int R>
 [[gnu::always_inline]] inline void gemv_prefetch(const GemvArgs& g, int64_t row_bytes, int64_t byte, int64_t step) {
   if (g.ldb_bytes == row_bytes) {
     const uint8_t* p = g.b + R * byte + kGemvPrefetchAhead;
-    for (int64_t line = 0; line < R * step; line += 64) __builtin_prefetch(p + line, 0, 2);
+    for (int64_t line = 0; line < R * step; line += 64) prefetch_l2(p + line);
     return;
   }
   for (int r = 0; r < R; ++r) {
     for (int64_t line = 0; line < step; line += 64) {
       const int64_t at = byte + line + kGemvRowPrefetchBytes;
-      const uint8_t* p = at < row_bytes ? g.b + r * g.ldb_bytes + at : g.b + (r + R) * g.ldb_bytes + (at - row_bytes);
-      __builtin_prefetch(p, 0, 2);
+      prefetch_l2(at < row_bytes ? g.b + r * g.ldb_bytes + at : g.b + (r + R) * g.ldb_bytes + (at - row_bytes));
     }
   }
 }
