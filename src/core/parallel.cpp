@@ -87,6 +87,10 @@ int parse_thread_count(std::string_view text, std::string_view what) {
 
 int num_threads() { return pool().size(); }
 
+void prefetch_hint(const void* p, size_t bytes) {
+  if (ThreadPool* started = g_started.load(std::memory_order_acquire)) started->hint(p, bytes);
+}
+
 uint64_t pool_jobs() {
   const ThreadPool* p = g_started.load(std::memory_order_acquire);
   return p != nullptr ? p->jobs() : 0;

@@ -56,6 +56,11 @@ struct ChunkSchedule {
 };
 ChunkSchedule chunk_schedule(int64_t n, int64_t grain, int threads);
 
+// Asks the process-wide pool's idle workers to prefetch [p, p + bytes) into L2 (ThreadPool::hint):
+// the runner names the weights of the next layer before the serial ops of a decode step. Does
+// nothing while the pool has not started or has no workers.
+void prefetch_hint(const void* p, size_t bytes);
+
 // parallel_for on at most `max_threads` threads at once (the calling thread included; <= 0 or
 // more than the pool has: the whole pool). With fewer threads than the pool the range is cut into
 // exactly that many chunks (no more threads than chunks can be busy); with the whole pool, as

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/prefetch.h"
+
 namespace fp8kit {
 namespace {
 
@@ -126,13 +128,35 @@ uint64_t ThreadPool::drain(uint64_t job) {
   return job;
 }
 
+void ThreadPool::hint(const void* p, size_t bytes) {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  // A worker that reads the new start with the old end prefetches a piece of the new range at
+  // most (or none), which is harmless either way.
+  hint_next_.store(UINTPTR_MAX, std::memory_order_relaxed);
+  hint_end_.store(begin + bytes, std::memory_order_relaxed);
+  hint_next_.store(begin, std::memory_order_release);
+}
+
+bool ThreadPool::prefetch_hinted_piece() {
+  uintptr_t at = hint_next_.load(std::memory_order_acquire);
+  const uintptr_t end = hint_end_.load(std::memory_order_relaxed);
+  if (at >= end) return false;
+  if (!hint_next_.compare_exchange_strong(at, at + kHintPiece, std::memory_order_relaxed)) return true;
+  const char* p = reinterpret_cast<const char*>(at);
+  const size_t n = std::min<uintptr_t>(kHintPiece, end - at);
+  for (size_t line = 0; line < n; line += 64) prefetch_l2(p + line);
+  return true;
+}
+
 void ThreadPool::work() {
   uint64_t seen = 0;  // generation of the last job this worker found with every chunk claimed
   const auto published = [&] {
     return stop_.load(std::memory_order_seq_cst) || generation_of(job_.load(std::memory_order_seq_cst)) != seen;
   };
   for (;;) {
-    for (int spin = 0; spin < kSpins && !published(); ++spin) pause();
+    for (int spin = 0; spin < kSpins && !published(); ++spin) {
+      if (!prefetch_hinted_piece()) pause();
+    }
     if (!published()) {
       std::unique_lock<std::mutex> lock(mutex_);
       sleepers_.fetch_add(1, std::memory_order_seq_cst);

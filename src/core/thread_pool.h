@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -47,6 +48,20 @@ class ThreadPool {
   // Whether the calling thread is inside a job's chunk (nested parallel_for calls run serially).
   static bool inside_job();
 
+  // Asks the workers, while they wait for a job, to prefetch [p, p + bytes) into L2, a piece of
+  // kHintPiece bytes between two looks at the job word (a job waits for at most one piece). A
+  // decode step of a small model leaves the workers idle for a fifth of it while the calling
+  // thread runs the serial ops (attention, norms), and DRAM idle with them: a hint of the next
+  // layer's weights brings some of them in meanwhile. Prefetch instructions only, so a range
+  // freed or unmapped meanwhile costs nothing; a later hint replaces this one; a sleeping worker
+  // does not wake for it. Best effort: what it asks for may or may not be done.
+  void hint(const void* p, size_t bytes);
+  static constexpr size_t kHintPiece = 4096;
+  // Whether pieces of the last hint are still to be prefetched.
+  bool hint_pending() const {
+    return hint_next_.load(std::memory_order_acquire) < hint_end_.load(std::memory_order_relaxed);
+  }
+
  private:
   void run_job(int64_t first, int64_t chunks, const FunctionRef<void(int64_t)>& body);
   uint64_t drain(uint64_t job);
@@ -78,6 +93,11 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   uint64_t generation_ = 0;  // of the last job published (run() only)
   std::atomic<uint64_t> jobs_{0};
+
+  // The hint: the next piece to prefetch and the end. hint() stores the end, then the start.
+  alignas(64) std::atomic<uintptr_t> hint_next_{0};
+  std::atomic<uintptr_t> hint_end_{0};
+  bool prefetch_hinted_piece();  // false when the hint is done
 };
 
 }  // namespace fp8kit

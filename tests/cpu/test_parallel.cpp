@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <random>
@@ -155,6 +157,30 @@ TEST(ThreadPool, RunsMoreChunksThanAJobWordHolds) {
 
 // Only jobs of more than one chunk on a pool with workers are handed off (and counted); each
 // thread takes its chunks in increasing order, and every worker helps sooner or later.
+TEST(ThreadPool, IdleWorkersPrefetchAHintEvenOfMemoryNoLongerMapped) {
+  // The hint is taken by the workers between jobs, a piece at a time; prefetches never fault,
+  // so a range unmapped before (or while) they reach it is harmless, and jobs run as before.
+  ThreadPool pool(2);
+  const size_t bytes = size_t(1) << 20;
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  std::vector<uint8_t> live(bytes, 1);
+  for (void* range : {static_cast<void*>(live.data()), map}) {
+    if (range == map) ASSERT_EQ(::munmap(map, bytes), 0);
+    pool.hint(range, bytes);
+    EXPECT_TRUE(pool.hint_pending());
+    std::atomic<int64_t> sum{0};
+    pool.run(4, [&](int64_t i) { sum += i; });  // wakes a sleeping worker, which then spins
+    EXPECT_EQ(sum.load(), 6);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (pool.hint_pending() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    EXPECT_FALSE(pool.hint_pending()) << (range == map ? "unmapped" : "mapped") << " range";
+  }
+  std::atomic<int64_t> sum{0};
+  pool.run(100, [&](int64_t i) { sum += i; });
+  EXPECT_EQ(sum.load(), 4950);
+}
+
 TEST(ThreadPool, CountsHandOffsAndTakesChunksInOrder) {
   ThreadPool pool(4);
   pool.run(1, [](int64_t) {});

@@ -3,6 +3,7 @@
 // of the fused qkv output (no copies), the new K/V written to the paged cache before it is read
 // (paged_attention), MLP or MoE, and lm_head on the rows whose logits are wanted.
 #include "core/check.h"
+#include "core/parallel.h"
 #include "fp8kit/ops/embedding.h"
 #include "fp8kit/ops/gemm.h"
 #include "fp8kit/ops/moe_experts.h"
@@ -19,6 +20,16 @@ Tensor heads_view(const Tensor& qkv, int64_t first_head, int64_t heads, int64_t 
                               qkv.storage_offset() + first_head * head_dim, qkv.dtype());
 }
 
+// The weight of the linear layer that comes next, to the CPU pool's idle workers (parallel.h
+// prefetch_hint): named before the serial ops that precede the layer (RoPE and attention before
+// o_proj, the norms before gate_up and the next qkv, silu before down, sampling before the next
+// step's first layer), so that DRAM, idle during them, brings some of it in.
+void hint(const LinearBase* layer) {
+  if (layer == nullptr) return;
+  const Tensor& w = layer->parameter("weight").data;
+  if (w.defined() && w.device().is_cpu()) prefetch_hint(w.data_ptr(), w.nbytes());
+}
+
 }  // namespace
 
 Tensor DecoderModel::attention_block(const ForwardContext& ctx, int64_t i, const Tensor& x, const ForwardBatch& batch,
@@ -33,6 +44,7 @@ Tensor DecoderModel::attention_block(const ForwardContext& ctx, int64_t i, const
     q = ops::rms_norm(ctx, q, l.q_norm, config_.rms_norm_eps);
     k = ops::rms_norm(ctx, k, l.k_norm, config_.rms_norm_eps);
   }
+  hint(l.o_proj);
   ops::apply_rope(ctx, config_.rope, batch.positions, q, k);
   if (l.attn->calculate_kv_scales) l.attn->calc_kv_scales(q, k, v);  // vLLM: post-RoPE q and k, first forward
 
@@ -60,6 +72,7 @@ Tensor DecoderModel::mlp_block(const ForwardContext& ctx, int64_t i, const Tenso
     return l.moe->forward(ctx, x, router_logits);
   }
   const Tensor gate_up = l.gate_up->forward(ctx, x);
+  hint(l.down);
   return l.down->forward(ctx, ops::silu_and_mul(ctx, gate_up));
 }
 
@@ -80,13 +93,18 @@ Tensor DecoderModel::forward(const ForwardContext& ctx, const ForwardBatch& batc
       x = hidden;
     }
     Tensor attn = attention_block(ctx, i, x, batch, pool);
+    hint(l.gate_up);
     ops::fused_add_rms_norm(ctx, attn, residual, l.post_attention_norm, eps);
     hidden = mlp_block(ctx, i, attn);
+    if (i + 1 < config_.num_layers) hint(layers_[static_cast<size_t>(i + 1)].qkv);
   }
+  if (lm_head.device().is_cpu()) prefetch_hint(lm_head.data_ptr(), lm_head.nbytes());
   ops::fused_add_rms_norm(ctx, hidden, residual, final_norm, eps);
   // Only the wanted rows reach lm_head (a row gather through the embedding op).
   const Tensor rows = batch.logit_rows.defined() ? ops::embedding(ctx, batch.logit_rows, hidden) : hidden;
-  return ops::matmul_16bit(ctx, rows, lm_head, Tensor());
+  Tensor logits = ops::matmul_16bit(ctx, rows, lm_head, Tensor());
+  hint(layers_.front().qkv);  // the next step's first layer, during sampling
+  return logits;
 }
 
 }  // namespace fp8kit::runner

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "core/prefetch.h"
 #include "fp8kit/fp8.h"
 #include "fp8kit/half.h"
 #include "ops/gemm/gemm_cpu_plan.h"

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "core/prefetch.h"
 #include "fp8kit/fp8.h"
 #include "fp8kit/half.h"
 #include "ops/gemm/gemm_cpu_plan.h"
@@ -324,19 +325,9 @@ using GemvFn = void (*)(GemvArgs&);
 // [49152, 576] GEMV on one Zen 4 core: 13-15 GB/s with the per-row prefetch below, 23-26 GB/s
 // so, a plain read 29-34). Otherwise (a K slice, strided B) each step prefetches the line
 // kGemvRowPrefetchBytes further along each row, past the row's end in the rows R further on. A
-// prefetch never faults: one past the matrix costs a wasted line at most. GCC counts
-// __builtin_prefetch as no side effect and deleted loops and calls that only prefetched (the bf16
-// GEMV had none left), hence the asm on x86.
+// prefetch never faults: one past the matrix costs a wasted line at most (core/prefetch.h).
 inline constexpr int64_t kGemvPrefetchAhead = 16384;
 inline constexpr int64_t kGemvRowPrefetchBytes = 1024;
-
-[[gnu::always_inline]] inline void prefetch_l2(const uint8_t* p) {
-#if defined(__x86_64__) || defined(__i386__)
-  asm volatile("prefetcht1 %0" : : "m"(*p));
-#else
-  __builtin_prefetch(p, 0, 2);
-#endif
-}
 
 template <int R>
 [[gnu::always_inline]] inline void gemv_prefetch(const GemvArgs& g, int64_t row_bytes, int64_t byte, int64_t step) {
