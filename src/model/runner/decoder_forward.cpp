@@ -25,9 +25,8 @@ Tensor heads_view(const Tensor& qkv, int64_t first_head, int64_t heads, int64_t 
 // o_proj, the norms before gate_up and the next qkv, silu before down, sampling before the next
 // step's first layer), so that DRAM, idle during them, brings some of it in.
 void hint(const LinearBase* layer) {
-  if (layer == nullptr) return;
-  const Tensor& w = layer->parameter("weight").data;
-  if (w.defined() && w.device().is_cpu()) prefetch_hint(w.data_ptr(), w.nbytes());
+  const Parameter* w = layer != nullptr ? layer->find_parameter("weight") : nullptr;
+  if (w != nullptr && w->data.defined() && w->data.device().is_cpu()) prefetch_hint(w->data.data_ptr(), w->data.nbytes());
 }
 
 }  // namespace

@@ -137,6 +137,25 @@ inline void hsum16(const __m512* v, float* out) {
   _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, r));
 }
 
+// hsum16's sums of v[0..7] alone (out[q] = the sum of v[q]'s lanes): the same butterfly, each
+// vector's lanes added in the same pairs in the same order, so the same bits, in half the
+// instructions. The GEMV's accumulators are M x R <= 8 for M <= 2 (M = 1: 8 rows of B), and
+// with 64-wide block scales it sums them every 64 of K.
+inline void hsum8(const __m512* v, float* out) {
+  __m512 s[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44), _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+  }
+  const __m512 u0 = _mm512_add_ps(_mm512_shuffle_f32x4(s[0], s[1], 0x88), _mm512_shuffle_f32x4(s[0], s[1], 0xDD));
+  const __m512 u1 = _mm512_add_ps(_mm512_shuffle_f32x4(s[2], s[3], 0x88), _mm512_shuffle_f32x4(s[2], s[3], 0xDD));
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(u0, u1, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(w, w, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
+  // Lane 4q holds vector q, lane 4q + 1 vector q + 4.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  _mm256_storeu_ps(out, _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r)));
+}
+
 struct Avx512Bf16Kernels {
   using Elem = uint16_t;  // bf16 bits
   static constexpr int64_t kKAlign = 32;
@@ -192,7 +211,11 @@ struct Avx512Bf16Kernels {
         }
       }
       alignas(64) float sums[16];
-      hsum16(acc, sums);
+      if constexpr (M * R <= 8) {
+        hsum8(acc, sums);
+      } else {
+        hsum16(acc, sums);
+      }
       for (int e = 0; e < M * R; ++e) partial[e] = sums[e];
       partial += M * R;
     }

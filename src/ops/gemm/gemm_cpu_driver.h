@@ -410,7 +410,10 @@ void combine_gemv_chunks(const GemmProblem& p, const GemvBlockScales& s, int64_t
       const float u = unit[i];  // * unit: exact, a power of two
       float* t = tot + i * cols + off;
       const float* v = pc + i * rows;
-      if (one_sb) {
+      if (one_sb && rows == 8) {  // the M = 1 GEMV's calls: a fixed count, which compilers vectorize whole
+        const float b = s.sb_row[off][cc * p.block_sb_chunk];
+        for (int j = 0; j < 8; ++j) t[j] = combine_one<C>(t[j], v[j] * u, a, b);
+      } else if (one_sb) {
         const float b = s.sb_row[off][cc * p.block_sb_chunk];
         for (int64_t j = 0; j < rows; ++j) t[j] = combine_one<C>(t[j], v[j] * u, a, b);
       } else {
