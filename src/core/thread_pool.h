@@ -50,7 +50,7 @@ class ThreadPool {
 
   // Asks the workers, while they wait for a job, to prefetch [p, p + bytes) into L2, a piece of
   // kHintPiece bytes between two looks at the job word (a job waits for at most one piece). A
-  // decode step of a small model leaves the workers idle for a fifth of it while the calling
+  // decode step of a small model leaves the workers idle for a quarter of it while the calling
   // thread runs the serial ops (attention, norms), and DRAM idle with them: a hint of the next
   // layer's weights brings some of them in meanwhile. Prefetch instructions only, so a range
   // freed or unmapped meanwhile costs nothing; a later hint replaces this one; a sleeping worker
