@@ -13,6 +13,7 @@
 
 #include "core/cpu_features.h"
 #include "core/parallel.h"
+#include "core/prefetch.h"
 #include "fp8kit/half.h"
 #include "ops/attention/attention_ref.h"
 #include "ops/kv_cache/kv_cache_ref.h"
@@ -66,9 +67,7 @@ void widen(const void* base, int64_t at, int64_t n, KvCacheDtype cache_dtype, co
 // prefetched while the current one is computed.
 inline void prefetch_row(const void* base, int64_t at, int64_t bytes) {
   const char* p = static_cast<const char*>(base) + at;
-  for (int64_t b = 0; b < bytes; b += 64) {
-    asm volatile("prefetcht0 %0" : : "m"(p[b]));  // GCC 12 at -O1 and above dropped __builtin_prefetch here
-  }
+  for (int64_t b = 0; b < bytes; b += 64) prefetch_l1(p + b);
 }
 
 // e^x for x <= 0, -inf and NaN (the softmax's arguments, which are never positive): Cephes' expf
