@@ -94,7 +94,8 @@ class ThreadPool {
   uint64_t generation_ = 0;  // of the last job published (run() only)
   std::atomic<uint64_t> jobs_{0};
 
-  // The hint: the next piece to prefetch and the end. hint() stores the end, then the start.
+  // The hint: the next piece to prefetch and the end. hint() closes the old range, stores the
+  // end, then the start.
   alignas(64) std::atomic<uintptr_t> hint_next_{0};
   std::atomic<uintptr_t> hint_end_{0};
   bool prefetch_hinted_piece();  // false when the hint is done

@@ -42,8 +42,8 @@ std::vector<Problem> problems() {
   odd.options.window_left = 9;
   odd.options.softcap = 30.0f;
   out.push_back(odd);
-  // Decode rows only (the decode kernel): a group of 20 heads (tiles of 16 and 4), head size 128,
-  // a window and a soft-cap, an FP8 cache; and head size 256 in a bf16 cache.
+  // Decode rows only (tiles of one token): a group of 20 heads (tiles of 16 and 4 heads), head
+  // size 128, a window and a soft-cap, an FP8 cache; and head size 256 in a bf16 cache.
   Problem decode;
   decode.seqs = {{37, 1}, {8, 1}, {200, 1}, {0, 1}};
   decode.num_heads = 40;

@@ -88,7 +88,7 @@ TEST(PagedAttentionEdges, NaNInAVisibleValuePropagatesToItsElement) {
 }
 
 TEST(PagedAttentionEdges, NaNInAVisibleKeyPropagatesToItsHeads) {
-  // Two query rows (the tile kernel) and one (the fast backend's decode kernel).
+  // Two query rows in one tile, and one (a decode step's tile of one token).
   for (const auto& [cd, rows] : {std::pair{KvCacheDtype::kAuto, 2}, std::pair{KvCacheDtype::kFp8E5M2, 2},
                                  std::pair{KvCacheDtype::kAuto, 1}, std::pair{KvCacheDtype::kFp8E5M2, 1}}) {
     Problem p;
