@@ -8,7 +8,8 @@
 // visible key and query). Every case is checked once: no output left unwritten, and the
 // tensor-core kernel against the CUDA-core one (FP8KIT_ATTENTION_KERNEL=simt) within 2e-2 rel L2.
 // The torch peer (bench/peers/attention_torch.py) runs the same shapes in the same gpu-check.
-//   bench_attention [[--json] PATH] [--quick]
+// --decode runs the decode cases alone.
+//   bench_attention [[--json] PATH] [--quick] [--decode]
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -140,7 +141,7 @@ Result run_case(const Case& c, Timer& timer, const CopyCeiling& copy, double rea
   return r;
 }
 
-std::vector<Case> cases(bool quick) {
+std::vector<Case> cases(bool quick, bool decode_only) {
   std::vector<Case> v;
   for (const auto cache : {ops::KvCacheDtype::kFp8E4M3, ops::KvCacheDtype::kAuto}) {
     for (const int64_t ctx : {1024, 2048, 4096, 8192, 16384}) {
@@ -148,6 +149,7 @@ std::vector<Case> cases(bool quick) {
       v.push_back({"decode", std::max<int64_t>(131072 / ctx, 1), 1, ctx - 1, cache});
     }
     v.push_back({"decode", 1, 1, 16383, cache});  // one long sequence: split-K alone fills the chip
+    if (decode_only) continue;
     v.push_back({"prefill", 4, 2048, 0, cache});
     if (!quick) v.push_back({"prefill", 2, 4096, 0, cache});
     v.push_back({"prefill", 4, 2048, 6144, cache});  // a chunk over cached context
@@ -174,17 +176,19 @@ void print_table(const std::vector<Result>& results) {
 
 int main(int argc, char** argv) {
   std::string json_path;
-  bool quick = false;
+  bool quick = false, decode_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
       quick = true;
+    } else if (a == "--decode") {
+      decode_only = true;
     } else if (a == "--json" && i + 1 < argc) {
       json_path = argv[++i];
     } else if (!a.empty() && a[0] != '-') {
       json_path = a;
     } else {
-      std::fprintf(stderr, "usage: bench_attention [[--json] PATH] [--quick]\n");
+      std::fprintf(stderr, "usage: bench_attention [[--json] PATH] [--quick] [--decode]\n");
       return 2;
     }
   }
@@ -212,7 +216,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     std::vector<Result> results;
-    for (const Case& c : cases(quick)) {
+    for (const Case& c : cases(quick, decode_only)) {
       try {
         results.push_back(run_case(c, timer, copy, read_gbps, stream));
       } catch (const std::exception& e) {

@@ -35,11 +35,11 @@ PagedAttentionDesc llama(int64_t tokens, int64_t seqs, int64_t max_len) {
 TEST(AttentionPlan, DecodeOfOneSequenceSplitsTheContext) {
   const PagedAttentionPlan p = plan_paged_attention(llama(1, 1, 4096), {});
   EXPECT_EQ(p.kernel, AttentionKernel::kMma);
-  EXPECT_EQ(p.rows_per_item, 16);
+  EXPECT_EQ(p.rows_per_item, 8);  // a decode step of 4 group heads: an 8-row item
   EXPECT_EQ(p.warps_m, 1);
   EXPECT_EQ(p.warps_n, 4);
-  EXPECT_EQ(p.items_bound, 2);  // ceil(4 packed rows / 16) + 1 sequence
-  // 8 blocks (one item x 8 KV heads) for 396 slots of three blocks an SM: 49 splits wanted, at
+  EXPECT_EQ(p.items_bound, 2);  // ceil(4 packed rows / 8) + 1 sequence
+  // 8 blocks (one item x 8 KV heads) for 528 slots of four blocks an SM: 66 splits wanted, at
   // most 4096 / 512 = 8 by the length (the FP8 decode kernel's split keys).
   EXPECT_EQ(p.splits, 8);
   EXPECT_EQ(p.items_offset, 0);
@@ -47,9 +47,9 @@ TEST(AttentionPlan, DecodeOfOneSequenceSplitsTheContext) {
   EXPECT_EQ(p.partial_acc_offset, 512);
   EXPECT_EQ(p.partial_ml_offset, 512 + 8 * 32 * 128 * 4);
   EXPECT_EQ(p.scratch_bytes, 512 + 8 * 32 * 128 * 4 + 8 * 32 * 2 * 4);
-  EXPECT_NE(p.reason.find("8 split(s), 4 stages, 3 CTAs an SM"), std::string::npos) << p.reason;
-  // Its 16-row items of head size 128 run the decode kernel (attention_mma_decode.cuh).
-  EXPECT_EQ(p.reason.rfind("mma decode, 16-row items", 0), 0u) << p.reason;
+  EXPECT_NE(p.reason.find("8 split(s), 3 stages, 4 CTAs an SM"), std::string::npos) << p.reason;
+  // Its 8-row items of head size 128 run the decode kernel (attention_mma_decode.cuh).
+  EXPECT_EQ(p.reason.rfind("mma decode, 8-row items", 0), 0u) << p.reason;
   EXPECT_EQ(attention_mma_shared_bytes(128, 1), attention_mma_decode_shared_bytes(128, true, 2));
   EXPECT_EQ(attention_mma_shared_bytes(256, 1), attention_mma_tile_shared_bytes(256, 1));
 }
@@ -65,8 +65,10 @@ TEST(AttentionPlan, DecodeStagesAsTheSharedMemoryAllows) {
   EXPECT_EQ(attention_mma_decode_shared_bytes(128, true, 4), fixed + 4 * 4 * (4096 + 128));  // 74,048
   EXPECT_EQ(attention_mma_decode_shared_bytes(128, true, 3), fixed + 4 * 3 * (4096 + 128));  // 57,152
   EXPECT_EQ(attention_mma_decode_shared_bytes(128, true, 2), fixed + merge);  // the merge buffer is larger
-  PagedAttentionDesc d = llama(32, 32, 4096);  // the H200: 228 KiB an SM, 227 KiB a block
+  // 16-row items (3 tokens a sequence), the H200: 228 KiB an SM, 227 KiB a block.
+  PagedAttentionDesc d = llama(3 * 32, 32, 4096);
   PagedAttentionPlan p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.rows_per_item, 16);
   EXPECT_EQ(p.decode_stages, 4);
   EXPECT_EQ(p.ctas_per_sm, 3);  // 233472 / (74048 + 1024) = 3.1
   EXPECT_NE(p.reason.find(", 4 stages, 3 CTAs an SM"), std::string::npos) << p.reason;
@@ -89,23 +91,77 @@ TEST(AttentionPlan, DecodeStagesAsTheSharedMemoryAllows) {
   EXPECT_EQ(plan_paged_attention(d, {}).decode_stages, 0);
   d = llama(32, 32, 4096), d.head_size = 256;
   EXPECT_EQ(plan_paged_attention(d, {}).decode_stages, 0);
+  // 8-row items: 4 CTAs an SM by the launch bounds, in 3 stages (233472 / (57152 + 1024) = 4.01; 4
+  // stages would leave 3).
+  d = llama(32, 32, 4096);
+  p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.rows_per_item, 8);
+  EXPECT_EQ(p.decode_stages, 3);
+  EXPECT_EQ(p.ctas_per_sm, 4);
+  EXPECT_NE(p.reason.find(", 3 stages, 4 CTAs an SM"), std::string::npos) << p.reason;
+  d.shared_bytes_per_sm = 200 * 1024;  // 3 stages fit 3 CTAs, 2 stages keep 4
+  p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.decode_stages, 2);
+  EXPECT_EQ(p.ctas_per_sm, 4);
+  d.compute_capability = 89, d.max_shared_bytes = 101376, d.shared_bytes_per_sm = 102400;  // sm_89
+  p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.decode_stages, 2);
+  EXPECT_EQ(p.ctas_per_sm, 2);
+}
+
+// Decode steps of at most 8 packed rows a sequence (G <= 8 group heads a token) take 8-row items,
+// which the decode kernel runs with the operands swapped; more rows a sequence, a group of 16 or
+// the tile kernel's head size keep 16-row items.
+TEST(AttentionPlan, DecodeStepsOfEightRowsOrFewerTakeEightRowItems) {
+  auto with_group = [](int64_t tokens, int64_t seqs, int64_t heads, int64_t kv_heads) {
+    PagedAttentionDesc d = llama(tokens, seqs, 4096);
+    d.num_heads = heads, d.num_kv_heads = kv_heads;
+    return plan_paged_attention(d, {});
+  };
+  for (int64_t kv : {32, 16, 8, 4}) {  // G 1, 2, 4, 8
+    const PagedAttentionPlan p = with_group(64, 64, 32, kv);
+    EXPECT_EQ(p.rows_per_item, 8) << "G " << 32 / kv;
+    EXPECT_EQ(p.items_bound, (64 * (32 / kv) + 7) / 8 + 64) << "G " << 32 / kv;
+  }
+  EXPECT_EQ(with_group(64, 64, 32, 2).rows_per_item, 16);  // G 16
+  EXPECT_EQ(with_group(2 * 64, 64, 32, 8).rows_per_item, 8);   // 2 tokens of 4 heads a sequence
+  EXPECT_EQ(with_group(3 * 64, 64, 32, 8).rows_per_item, 16);  // 12 rows a sequence
+  EXPECT_EQ(with_group(8 * 64, 64, 32, 32).rows_per_item, 8);  // G 1, 8 tokens a sequence
+  PagedAttentionDesc d = llama(32, 32, 4096);
+  d.cache_dtype = KvCacheDtype::kAuto;  // a 16-bit cache too, 2 CTAs an SM
+  PagedAttentionPlan p = plan_paged_attention(d, {});
+  EXPECT_EQ(p.rows_per_item, 8);
+  EXPECT_EQ(p.decode_stages, 0);
+  EXPECT_EQ(p.ctas_per_sm, 2);
+  d = llama(32, 32, 4096), d.head_size = 64;
+  EXPECT_EQ(plan_paged_attention(d, {}).rows_per_item, 8);
+  d.head_size = 256;  // the tile kernel's decode shape
+  EXPECT_EQ(plan_paged_attention(d, {}).rows_per_item, 16);
+  Overrides simt;
+  simt.attention_kernel = AttentionKernelOverride::kSimt;
+  EXPECT_EQ(plan_paged_attention(llama(32, 32, 4096), simt).rows_per_item, 16);
 }
 
 // The split counts the H200's sweeps measured best (docs/PERFORMANCE.md, paged attention).
 TEST(AttentionPlan, SplitsShrinkAsTheGridFills) {
-  // An FP8 cache: 396 slots (3 CTAs an SM), a split's fixed cost 512 keys.
-  EXPECT_EQ(plan_paged_attention(llama(128, 128, 1024), {}).splits, 1);  // 1024 blocks: 2.6 waves already
-  EXPECT_EQ(plan_paged_attention(llama(64, 64, 2048), {}).splits, 2);    // 512 blocks: 3 waves of 1k keys
-  EXPECT_EQ(plan_paged_attention(llama(32, 32, 4096), {}).splits, 3);    // 256 blocks: 2 waves of 1366 keys
-  EXPECT_EQ(plan_paged_attention(llama(16, 16, 8192), {}).splits, 3);    // 128 blocks: one wave of 384
-  EXPECT_EQ(plan_paged_attention(llama(8, 8, 16384), {}).splits, 6);     // 64 blocks: one wave of 384
-  EXPECT_EQ(plan_paged_attention(llama(64, 64, 4096), {}).splits, 3);
-  EXPECT_EQ(plan_paged_attention(llama(40, 40, 4096), {}).splits, 1);    // 320 blocks: one wave
+  // An FP8 cache's decode steps (8-row items): 528 slots (4 CTAs an SM), a split's fixed cost 512
+  // keys.
+  EXPECT_EQ(plan_paged_attention(llama(128, 128, 1024), {}).splits, 1);  // 1024 blocks: 1.9 waves already
+  EXPECT_EQ(plan_paged_attention(llama(64, 64, 2048), {}).splits, 1);    // 512 blocks: one wave
+  EXPECT_EQ(plan_paged_attention(llama(32, 32, 4096), {}).splits, 2);    // 256 blocks: one wave of 2048 keys
+  EXPECT_EQ(plan_paged_attention(llama(16, 16, 8192), {}).splits, 4);    // 128 blocks: one wave of 512
+  EXPECT_EQ(plan_paged_attention(llama(8, 8, 16384), {}).splits, 8);     // 64 blocks: one wave of 512
+  EXPECT_EQ(plan_paged_attention(llama(64, 64, 4096), {}).splits, 1);
+  EXPECT_EQ(plan_paged_attention(llama(40, 40, 4096), {}).splits, 3);    // 320 blocks: 2 waves of 1366 keys
   EXPECT_EQ(plan_paged_attention(llama(1, 1, 16384), {}).splits, 32);    // 16384 / 512 by the length
   EXPECT_EQ(plan_paged_attention(llama(1, 1, 1000), {}).splits, 2);
   EXPECT_EQ(plan_paged_attention(llama(1, 1, 300), {}).splits, 1);
   const PagedAttentionPlan p = plan_paged_attention(llama(32, 32, 4096), {});
-  EXPECT_EQ(p.items_bound, 8 + 32);
+  EXPECT_EQ(p.items_bound, 16 + 32);
+  // 16-row items (3 tokens a sequence): 396 slots (3 CTAs an SM).
+  EXPECT_EQ(plan_paged_attention(llama(3 * 64, 64, 2048), {}).splits, 2);  // 512 blocks: 3 waves of 1k keys
+  EXPECT_EQ(plan_paged_attention(llama(3 * 32, 32, 4096), {}).splits, 3);  // 256 blocks: 2 waves of 1366 keys
+  EXPECT_EQ(plan_paged_attention(llama(3 * 8, 8, 16384), {}).splits, 6);   // 64 blocks: one wave of 384
   // A bf16 cache: 264 slots (2 CTAs an SM): 64 blocks split 4 ways fill one wave (5 would take
   // two, 33 one wave of splits too short for their fixed cost of 256 keys).
   auto bf16 = [](int64_t tokens, int64_t seqs, int64_t max_len) {

@@ -205,6 +205,88 @@ TEST(AttentionCuda, Fp8CacheDecodeQueriesOfAnyMagnitude) {
   report("FP8 cache, queries 2^-90 to 2^60", worst);
 }
 
+// Decode batches of at most 8 packed rows a sequence take 8-row items, which the decode kernel runs
+// with the operands swapped (attention_mma_decode.cuh): GQA ratios 1 to 8 (3: a token's heads
+// across two items; 1 and 2: several tokens of a step in one item), head sizes 64 and 128, block
+// sizes 16, 32 and 5, every cache kind, NHD and HND, split and not; and next to them the 16-row
+// items (G 16, or a batch of 12 to 16 rows a sequence).
+TEST(AttentionCuda, DecodeEightRowItemsGqaBlockSizesAndSplits) {
+  attention_test::Calibration worst;
+  struct Gqa {
+    int64_t h, hkv;
+    std::vector<SeqSpec> seqs;
+  };
+  const std::vector<Gqa> gqas = {
+      {8, 8, {{0, 1}, {40, 8}, {300, 1}, {1000, 1}, {5, 3}}},     // G 1: 2.8 rows a sequence
+      {16, 8, {{0, 1}, {33, 4}, {700, 1}, {16, 1}}},              // G 2: 3.5
+      {32, 8, {{1, 1}, {95, 2}, {1000, 1}, {31, 1}, {0, 1}}},     // G 4: 4.8
+      {12, 4, {{17, 3}, {500, 1}, {63, 1}}},                      // G 3: 5 (9 rows: items of 8 and 1)
+      {32, 4, {{0, 1}, {257, 1}, {999, 1}, {32, 1}}},             // G 8: 8
+      {32, 2, {{0, 1}, {257, 1}, {999, 1}}},                      // G 16: 16-row items
+      {32, 8, {{64, 4}, {300, 3}, {5, 4}}},                       // G 4, 14.7 rows a sequence: 16-row items
+  };
+  struct CacheCase {
+    int64_t block_size;
+    KvCacheDtype cache;
+    DType dtype;
+    bool hnd;
+  };
+  const CacheCase caches[] = {{16, KvCacheDtype::kFp8E4M3, DType::kBF16, false},
+                              {32, KvCacheDtype::kFp8E4M3, DType::kBF16, true},
+                              {16, KvCacheDtype::kFp8E5M2, DType::kF16, false},
+                              {5, KvCacheDtype::kFp8E4M3, DType::kF16, false},
+                              {16, KvCacheDtype::kAuto, DType::kBF16, false},
+                              {32, KvCacheDtype::kAuto, DType::kF16, true},
+                              {5, KvCacheDtype::kAuto, DType::kBF16, false}};
+  for (const Gqa& gq : gqas) {
+    for (int64_t d : {64, 128}) {
+      for (const CacheCase& cc : caches) {
+        for (int splits : {0, 3}) {
+          Problem p;
+          p.seqs = gq.seqs;
+          p.num_heads = gq.h, p.num_kv_heads = gq.hkv, p.head_size = d, p.block_size = cc.block_size;
+          p.dtype = cc.dtype, p.cache_dtype = cc.cache;
+          p.per_head_scales = cc.cache != KvCacheDtype::kAuto && splits == 3;
+          p.padding_rows = splits == 0 && d == 64 ? 2 : 0;
+          p.seed = next_seed();
+          KernelRun r{AttentionKernelOverride::kAuto, splits};
+          r.hnd = cc.hnd;
+          worst.merge(check(p, r));
+        }
+      }
+    }
+  }
+  report("decode, 8-row and 16-row items", worst);
+}
+
+// The 8-row items' masks: windows, a soft-cap, non-causal rows and a step of two tokens in one
+// item (rows that see different keys of a tile), split and not.
+TEST(AttentionCuda, DecodeEightRowItemsWindowsAndSoftcap) {
+  attention_test::Calibration worst;
+  struct Opt {
+    int64_t left, right;
+    bool causal;
+    float softcap;
+  };
+  for (const Opt& o : {Opt{3, 0, true, 0.0f}, Opt{32, 0, true, 0.0f}, Opt{-1, -1, true, 5.0f},
+                       Opt{4, 2, false, 2.0f}, Opt{100, 0, true, 30.0f}, Opt{-1, -1, false, 0.0f}}) {
+    for (KvCacheDtype cd : {KvCacheDtype::kFp8E4M3, KvCacheDtype::kAuto}) {
+      for (int splits : {0, 4}) {
+        Problem p;
+        p.seqs = {{40, 2}, {0, 1}, {200, 1}, {17, 1}, {600, 1}};
+        p.num_heads = 16, p.num_kv_heads = 4, p.head_size = 128;
+        p.cache_dtype = cd;
+        p.options.window_left = o.left, p.options.window_right = o.right, p.options.causal = o.causal;
+        p.options.softcap = o.softcap;
+        p.q_sigma = 3.0f;
+        p.seed = next_seed();
+        worst.merge(check(p, KernelRun{AttentionKernelOverride::kAuto, splits}));
+      }
+    }
+  }
+  report("decode, 8-row items, windows and soft-cap", worst);
+}
+
 TEST(AttentionCuda, PrefillAndChunkedPrefillShapes) {
   attention_test::Calibration worst;
   for (int64_t B : {16, 3, 1}) {

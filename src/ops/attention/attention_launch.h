@@ -20,7 +20,7 @@ struct AttentionLaunch {
   KvCacheDtype cache_dtype = KvCacheDtype::kAuto;
   AttentionReadMode read_mode = AttentionReadMode::kDequantize;
   int64_t items_bound = 0;
-  int warps_m = 1;           // mma: 4 (prefill, 64-row items) or 1 (decode, 16-row items)
+  int warps_m = 1;           // mma: 4 (prefill, 64-row items) or 1 (decode, 8- or 16-row items)
   int decode_stages = 0;     // mma decode kernel, FP8 cache: its stages (the plan's)
   bool cache_vector = false;  // cache rows allow 16-byte (simt: 8-element) loads
   bool q_vector = false;      // q rows allow 16-byte loads

@@ -6,8 +6,8 @@
 // S = Q K^T and O += P V on tensor cores, the online softmax in f32 registers (base 2).
 // Two shapes (attention_plan.h): prefill, 4 warps x 16 rows, each warp all 64 keys of a tile;
 // decode, 1 x 16 rows, each of the 4 warps 16 keys of every tile with its own softmax state,
-// merged through shared memory at the end (head size 256 only: smaller heads' 16-row items run
-// the streaming decode kernel, attention_mma_decode.cuh). Split items write f32 partials
+// merged through shared memory at the end (head size 256 only: smaller heads' 8- and 16-row items
+// run the streaming decode kernel, attention_mma_decode.cuh). Split items write f32 partials
 // (attention_common.cuh).
 //
 // Numerics against the reference (attention_ref.cpp, kDequantize): q and the raw cache values are

@@ -1,5 +1,5 @@
-// paged_attention's decode kernel on 16-bit tensor cores: the plan's kMma with 16-row items (a
-// decode step's token x group heads of one KV head, or any item of at most 16 packed rows) for
+// paged_attention's decode kernel on 16-bit tensor cores: the plan's kMma with 8- or 16-row items
+// (a decode step's token x group heads of one KV head, or any item of at most 16 packed rows) for
 // head sizes 64 and 128. The tile kernel's numerics (attention_mma.cuh: q and the raw cache values
 // exact in 16-bit operands, f32 logits scaled once, P rounded to 16 bits and l summing the
 // rounded P, f32 partials for split items), with f16 operands for an FP8 cache whatever q's type
@@ -7,6 +7,17 @@
 // so that one cvt widens two cache values where bf16 took four instructions; built to stream the
 // cache:
 //
+// - Items of at most 8 rows (the plan's for decode steps of G <= 8 group heads, kN8) swap the
+//   operands: S^T = K Q^T with the tile's 16 keys as the mma's m and the 8 rows as its n, so one
+//   m16n8k16 covers 16 keys where S = Q K^T (16 rows, half of them or more padding) took two; q
+//   is the B operand, held in registers for the whole key loop (no ldmatrix a tile); the logits'
+//   accumulators, rounded to P^, become the B operand of O^T = V^T P^T (m: 16 dims, k: the keys,
+//   n: the rows) by one movmatrix transpose each of their two 8 x 8 halves, and the softmax's
+//   maxima and sums reduce over the 8 lanes that share lane % 4. Half the tensor-core work and
+//   half the accumulators (O^T: kD / 16 m-tiles): the FP8 instances fit 128 registers, 4 CTAs an
+//   SM in 3 stages (16-row items: 149 registers, 3 CTAs in 4). Both forms load the same tiles
+//   (the K units' A fragments of S^T are the B fragments of S = Q K^T, the value words' pairs of
+//   keys the same).
 // - No block-wide barrier in the key loop: each of the 4 warps walks its own tiles (warp w takes
 //   tiles w, w + 4, ...) and issues the loads of the next ones before the math of the current one.
 //   An FP8 cache's tiles go through shared memory: each lane copies its own operands of the mma
@@ -33,7 +44,8 @@
 //   divided).
 // At the end the 4 warps' softmax states merge through shared memory, as in the tile kernel.
 // Floor: 2 * sum_r L_r * Hkv * D * (1 or 2) bytes over the bandwidth. Tests:
-// tests/gpu/test_attention_cuda.cpp (every 16-row item of head size 64/128 runs here).
+// tests/gpu/test_attention_cuda.cpp (every 8- and 16-row item of head size 64/128 runs here;
+// AttentionCuda.DecodeEightRowItems* the GQA ratios, block sizes and masks of both forms).
 #pragma once
 
 #include <cstdint>
@@ -92,9 +104,24 @@ struct DecodeTile {
   uint32_t v[L::kPk][4][L::kVWords];
 };
 
-// kE5m2: the FP8 cache's format, a template argument so that no widening branches on it.
-template <typename Tag, int kD, bool kFp8, bool kE5m2>
-__global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPerSm : kAttentionMmaCtasPerSm)
+// The transpose of an 8 x 8 matrix of 16-bit values in the mma fragment layout (lane (g, c) holding
+// row g, columns 2c and 2c + 1), in the same layout.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  uint32_t y;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+#else
+  return x;
+#endif
+}
+
+// kE5m2: the FP8 cache's format, a template argument so that no widening branches on it. kN8: the
+// items of at most 8 rows with the operands swapped (the header comment).
+template <typename Tag, int kD, bool kFp8, bool kE5m2, bool kN8>
+__global__ void __launch_bounds__(kThreads, !kFp8 ? kAttentionMmaCtasPerSm
+                                           : kN8  ? kAttentionMmaDecodeN8Fp8CtasPerSm
+                                                  : kAttentionMmaDecodeFp8CtasPerSm)
     paged_attention_mma_decode_kernel(const AttnParams p, bool q_vector, int stages) {
   constexpr bool e5m2 = kE5m2;
   using T = typename Tag::Storage;
@@ -127,6 +154,9 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
   const int64_t kvh = blockIdx.y;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, c = lane % 4;
+  // The lane's two rows of the item: g and g + 8 of the 16 (the accumulators of S = Q K^T), or with
+  // kN8 2c and 2c + 1 of the 8 (those of S^T = K Q^T).
+  auto lane_row = [&](int h) { return kN8 ? 2 * c + h : g + 8 * h; };
 
   // Q rows -> shared memory, each physical dim at its mma column (zeros past the item's rows). A
   // row's kD / 8 chunks of 8 are on kD / 8 consecutive lanes (16 * kD / 8 chunks, a whole number of
@@ -166,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
   int seen_first[2], seen_last[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int r = g + 8 * h;
+    const int r = lane_row(h);
     const KeyRange k = r < it.rows ? visible_keys(p, it, row_position(p, it, r)) : KeyRange{0, INT64_MAX};
     seen_first[h] = int(k.first < INT32_MAX ? k.first : INT32_MAX);
     seen_last[h] = int(k.last < INT32_MAX ? (k.last < -1 ? -1 : k.last) : INT32_MAX);
@@ -181,9 +211,17 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float ls = __fmul_rn(p.scale, k_scale);
-    const int q_exp = q_exp_s[g + 8 * h];
+    const int q_exp = q_exp_s[lane_row(h)];
     logit_scale[h] = times_pow2(ls, -q_exp);
     base2_scale[h] = times_pow2(__fmul_rn(ls, kLog2e), -q_exp);
+  }
+  // kN8: q as the B operand of S^T = K Q^T (k: the logical dims, n: the 8 rows), held in registers
+  // for the whole key loop: b0 of k-step ks pairs columns 16 ks + 2c, + 1 of row g, b1 + 8, + 9.
+  uint32_t qb[kD / 16][2];
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    qb[ks][0] = kN8 ? *reinterpret_cast<const uint32_t*>(q_s + g * kRowE + 16 * ks + 2 * c) : 0u;
+    qb[ks][1] = kN8 ? *reinterpret_cast<const uint32_t*>(q_s + g * kRowE + 16 * ks + 2 * c + 8) : 0u;
   }
 
   const BlockDivider div(p.block_size);
@@ -313,9 +351,11 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
     return readable_s[stage * 32 + lane];
   };
 
-  float acc[L::kDt][4];
+  // O (16 rows x the dims: kD / 8 n-tiles), or with kN8 O^T (the dims x 8 rows: kD / 16 m-tiles).
+  constexpr int kAccTiles = kN8 ? kD / 16 : L::kDt;
+  float acc[kAccTiles][4];
 #pragma unroll
-  for (int n = 0; n < L::kDt; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  for (int n = 0; n < kAccTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
   // The keys every row of the lane sees: a tile inside them is seen whole.
   const int all_first = max(seen_first[0], seen_first[1]), all_last = min(seen_last[0], seen_last[1]);
@@ -424,6 +464,132 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
     }
   };
 
+  // kN8: one tile with the operands swapped. S^T = K Q^T (m: the tile's 16 keys, n: the 8 rows)
+  // takes the K units as A fragments (a0, a2: key g, the low and high pair of a word; a1, a3: key
+  // g + 8), one mma a k-step where S = Q K^T took two; lane (g, c) then holds the logits of keys g
+  // and g + 8 for rows 2c and 2c + 1, and a row's softmax reduces over the 8 lanes of its c. P^T,
+  // rounded into two 8 x 8 matrices (keys 0-7 and 8-15), is transposed by movmatrix into the B
+  // fragments of O^T = V^T P^T (m: 16 dims, k: the keys, n: the rows), whose A fragments pair
+  // keys 2c, 2c + 1 (a0, a1) and 2c + 8, 2c + 9 (a2, a3) of one dim: m-tile mt, row g of the
+  // lane's value share is its dim 2 mt, row g + 8 its dim 2 mt + 1.
+  auto consume_n8 = [&](const Tile& t, uint32_t readable, int tile0) {
+    float s2[2][4];  // even and odd k-steps: two accumulation chains
+#pragma unroll
+    for (int x = 0; x < 2; ++x) s2[x][0] = s2[x][1] = s2[x][2] = s2[x][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      constexpr int kStepsPerUnit = L::kUnit / 4;
+      const int u = ks / kStepsPerUnit, w = ks % kStepsPerUnit;
+      const uint4 k0 = t.k[0][u], k1 = t.k[1][u];  // keys g, g + 8
+      const uint32_t w0[4] = {k0.x, k0.y, k0.z, k0.w}, w1[4] = {k1.x, k1.y, k1.z, k1.w};
+      uint32_t a[4];
+      if constexpr (kFp8) {
+        a[0] = widen_fp8x2<MmaTag>(w0[w], e5m2);
+        a[1] = widen_fp8x2<MmaTag>(w1[w], e5m2);
+        a[2] = widen_fp8x2_high<MmaTag>(w0[w], e5m2);
+        a[3] = widen_fp8x2_high<MmaTag>(w1[w], e5m2);
+      } else {
+        a[0] = w0[2 * w], a[1] = w1[2 * w], a[2] = w0[2 * w + 1], a[3] = w1[2 * w + 1];
+      }
+      mma16816<MmaTag>(s2[ks % 2], a, qb[ks][0], qb[ks][1]);
+    }
+    // s[e]: key g + 8 (e / 2), row 2c + e % 2.
+    float s[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[e] = __fadd_rn(s2[0][e], s2[1][e]);
+    constexpr uint32_t kAllKeys = (1u << L::kWarpKeys) - 1u;
+    const int tile_last = tile0 + L::kWarpKeys - 1;
+    const bool whole = __all_sync(0xffffffffu, readable == kAllKeys && tile0 >= all_first && tile_last <= all_last);
+    float tile_max[2] = {kNegInf, kNegInf};
+    auto logits = [&](auto whole_c, auto cap_c) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e % 2, i = g + 8 * (e / 2), j = tile0 + i;
+        bool ok = true;
+        if constexpr (!decltype(whole_c)::value) {
+          ok = ((readable >> i) & 1u) != 0 && j >= seen_first[h] && j <= seen_last[h];
+        }
+        float x;
+        if constexpr (decltype(cap_c)::value) {
+          x = __fmul_rn(capped(__fmul_rn(s[e], logit_scale[h]), p.softcap), kLog2e);
+        } else {
+          x = __fmul_rn(s[e], base2_scale[h]);
+        }
+        s[e] = ok ? x : kNegInf;
+        tile_max[h] = fmax_nan(tile_max[h], s[e]);
+      }
+    };
+    if (softcap) {
+      whole ? logits(std::true_type{}, std::true_type{}) : logits(std::false_type{}, std::true_type{});
+    } else {
+      whole ? logits(std::true_type{}, std::false_type{}) : logits(std::false_type{}, std::false_type{});
+    }
+    // The online softmax of the lane's rows (softmax_tile's steps, the maxima over the 8 lanes of
+    // the lane's c).
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int x = 4; x < 32; x *= 2) tile_max[h] = fmax_nan(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], x));
+      const float m_new = fmax_nan(m[h], tile_max[h]);
+      corr[h] = m_new == kNegInf ? 1.0f : fast_exp2(m[h] - m_new);
+      m[h] = m_new;
+      l[h] = __fmul_rn(l[h], corr[h]);
+    }
+    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+#pragma unroll
+      for (int n = 0; n < kAccTiles; ++n) {
+        acc[n][0] = __fmul_rn(acc[n][0], corr[0]), acc[n][1] = __fmul_rn(acc[n][1], corr[1]);
+        acc[n][2] = __fmul_rn(acc[n][2], corr[0]), acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+      }
+    }
+    float m_shifted[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) m_shifted[h] = m[h] == kNegInf ? 0.0f : __fsub_rn(m[h], float(kPShift));
+    uint32_t pt[2];  // P^ of keys g (pt[0]) and g + 8 (pt[1]), rows 2c, 2c + 1
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      const float p0 = fast_exp2(__fsub_rn(s[2 * x], m_shifted[0]));
+      const float p1 = fast_exp2(__fsub_rn(s[2 * x + 1], m_shifted[1]));
+      pt[x] = pack2<MmaTag>(p0, p1);
+      const float2 r = unpack2<MmaTag>(pt[x]);
+      l[0] = __fadd_rn(l[0], r.x);
+      l[1] = __fadd_rn(l[1], r.y);
+    }
+    const uint32_t b0 = movmatrix_trans(pt[0]), b1 = movmatrix_trans(pt[1]);  // keys 2c, 2c + 1 / + 8, + 9 of row g
+    // O^T += V^T P^T.
+    const uint32_t* v0 = t.v[0][0];  // keys 2c, 2c + 1, 2c + 8, 2c + 9
+    const uint32_t* v1 = t.v[0][1];
+    const uint32_t* v2 = t.v[0][2];
+    const uint32_t* v3 = t.v[0][3];
+#pragma unroll
+    for (int mt = 0; mt < kAccTiles; ++mt) {
+      uint32_t a[4];
+      if constexpr (kFp8) {
+        const int word = mt / 2, sel = mt % 2 == 0 ? 0x5140 : 0x7362;
+        const uint32_t lo = __byte_perm(v0[word], v1[word], sel);  // dims 2 mt, 2 mt + 1 of keys 2c, 2c + 1
+        const uint32_t hi = __byte_perm(v2[word], v3[word], sel);
+        a[0] = widen_fp8x2<MmaTag>(lo, e5m2);
+        a[1] = widen_fp8x2_high<MmaTag>(lo, e5m2);
+        a[2] = widen_fp8x2<MmaTag>(hi, e5m2);
+        a[3] = widen_fp8x2_high<MmaTag>(hi, e5m2);
+      } else {
+        a[0] = __byte_perm(v0[mt], v1[mt], 0x5410);
+        a[1] = __byte_perm(v0[mt], v1[mt], 0x7632);
+        a[2] = __byte_perm(v2[mt], v3[mt], 0x5410);
+        a[3] = __byte_perm(v2[mt], v3[mt], 0x7632);
+      }
+      mma16816<MmaTag>(acc[mt], a, b0, b1);
+    }
+  };
+  auto consume_tile = [&](const Tile& t, uint32_t readable, int tile0, auto lower_only_c) {
+    if constexpr (kN8) {
+      consume_n8(t, readable, tile0);
+    } else {
+      consume(t, readable, tile0, lower_only_c);
+    }
+  };
+
   // The keys in chunks of at most kDecodeTableSlots blocks (a whole number of CTA tiles).
   const int64_t chunk_keys_raw = int64_t(kDecodeTableSlots - 1) * bs;
   const int chunk_keys = int(chunk_keys_raw >= (int64_t(1) << 30) ? (int64_t(1) << 30)
@@ -463,7 +629,7 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
           }
           Tile t;
           const uint32_t readable = fetch_tile(t, stage);
-          consume(t, readable, first + i * kCtaKeys, lower_only_c);
+          consume_tile(t, readable, first + i * kCtaKeys, lower_only_c);
           stage = stage + 1 == stages ? 0 : stage + 1;
         }
       } else {
@@ -474,15 +640,15 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
         if (tiles > 0) readable_even = load_tile(even, first);
         for (int i = 0; i < tiles; i += 2) {
           if (i + 1 < tiles) readable_odd = load_tile(odd, first + (i + 1) * kCtaKeys);
-          consume(even, readable_even, first + i * kCtaKeys, lower_only_c);
+          consume_tile(even, readable_even, first + i * kCtaKeys, lower_only_c);
           if (i + 1 >= tiles) break;
           if (i + 2 < tiles) readable_even = load_tile(even, first + (i + 2) * kCtaKeys);
-          consume(odd, readable_odd, first + (i + 1) * kCtaKeys, lower_only_c);
+          consume_tile(odd, readable_odd, first + (i + 1) * kCtaKeys, lower_only_c);
         }
       }
     }
   };
-  if (it.rows <= 8) {
+  if (kN8 || it.rows <= 8) {  // kN8: the plan's items have at most 8 rows
     key_loop(std::true_type{});
   } else {
     key_loop(std::false_type{});
@@ -490,29 +656,42 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
   if constexpr (kFp8) cp_async_wait_all();
   __syncthreads();  // the merge buffer below reuses the stages of other warps
 
-  // Row sums over the 4 lanes of a row, then the 4 warps' states merged.
+  // Row sums over the lanes of a row (4, or with kN8 the 8 of its c), then the 4 warps' states
+  // merged.
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    l[h] = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 1));
-    l[h] = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 2));
+#pragma unroll
+    for (int x = kN8 ? 4 : 1; x < (kN8 ? 32 : 4); x *= 2) l[h] = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], x));
   }
+  if constexpr (kN8) {
 #pragma unroll
-  for (int n = 0; n < L::kDt; ++n) {
+    for (int mt = 0; mt < kAccTiles; ++mt) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      // Physical dim (2c + e % 2) * kD / 8 + n (DecodeLayout) at share 2c + e % 2, offset n.
-      merge_acc[(warp * 16 + g + 8 * (e / 2)) * kMergeRow + (2 * c + (e % 2)) * kShare + n] = acc[n][e];
+      for (int e = 0; e < 4; ++e) {
+        // Row 2c + e % 2, physical dim g * kD / 8 + 2 mt + e / 2 at share g, offset 2 mt + e / 2.
+        merge_acc[(warp * 16 + 2 * c + (e % 2)) * kMergeRow + g * kShare + 2 * mt + e / 2] = acc[mt][e];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int n = 0; n < L::kDt; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        // Physical dim (2c + e % 2) * kD / 8 + n (DecodeLayout) at share 2c + e % 2, offset n.
+        merge_acc[(warp * 16 + g + 8 * (e / 2)) * kMergeRow + (2 * c + (e % 2)) * kShare + n] = acc[n][e];
+      }
     }
   }
-  if (c == 0) {
+  if (kN8 ? g == 0 : c == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      merge_ml[(warp * 16 + g + 8 * h) * 2] = m[h];
-      merge_ml[(warp * 16 + g + 8 * h) * 2 + 1] = l[h];
+      merge_ml[(warp * 16 + lane_row(h)) * 2] = m[h];
+      merge_ml[(warp * 16 + lane_row(h)) * 2 + 1] = l[h];
     }
   }
   __syncthreads();
-  for (int i = tid; i < 16 * kD; i += kThreads) {
+  constexpr int kItemRows = kN8 ? 8 : 16;
+  for (int i = tid; i < kItemRows * kD; i += kThreads) {
     const int r = i / kD, d = i % kD;
     if (r >= it.rows) continue;
     const MergedRow mg = merge_four_warps(merge_ml, r);
@@ -527,9 +706,9 @@ __global__ void __launch_bounds__(kThreads, kFp8 ? kAttentionMmaDecodeFp8CtasPer
   }
 }
 
-template <typename Tag, int kD, bool kFp8, bool kE5m2>
+template <typename Tag, int kD, bool kFp8, bool kE5m2, bool kN8>
 void launch_decode_kernel(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
-  constexpr auto kernel = paged_attention_mma_decode_kernel<Tag, kD, kFp8, kE5m2>;
+  constexpr auto kernel = paged_attention_mma_decode_kernel<Tag, kD, kFp8, kE5m2, kN8>;
   static_assert(attention_mma_decode_merge_row(kD) == 8 * (kD / 8 + 4) + 1, "the kernel's merge row");
   // The plan's stages (2 to 4 for an FP8 cache; anything else takes the fewest).
   const int stages = !kFp8 ? 0
@@ -543,12 +722,18 @@ void launch_decode_kernel(const AttnParams& p, const AttentionLaunch& l, cudaStr
   FP8KIT_CHECK_LAUNCH(stream, "paged_attention_mma_decode_kernel");
 }
 
+// Items of at most kAttentionMmaDecodeN8Rows rows (the plan's) take the swapped operands.
 template <typename Tag, int kD, bool kFp8>
 void launch_decode_instance(const AttnParams& p, const AttentionLaunch& l, cudaStream_t stream) {
+  const bool n8 = p.rows_per_item <= kAttentionMmaDecodeN8Rows;
   if constexpr (kFp8) {
-    if (l.cache_dtype == KvCacheDtype::kFp8E5M2) return launch_decode_kernel<Tag, kD, true, true>(p, l, stream);
+    if (l.cache_dtype == KvCacheDtype::kFp8E5M2) {
+      return n8 ? launch_decode_kernel<Tag, kD, true, true, true>(p, l, stream)
+                : launch_decode_kernel<Tag, kD, true, true, false>(p, l, stream);
+    }
   }
-  launch_decode_kernel<Tag, kD, kFp8, false>(p, l, stream);
+  n8 ? launch_decode_kernel<Tag, kD, kFp8, false, true>(p, l, stream)
+     : launch_decode_kernel<Tag, kD, kFp8, false, false>(p, l, stream);
 }
 
 }  // namespace fp8kit::ops::attention_kernels::mma

@@ -1,6 +1,6 @@
 // The tensor-core paged-attention instances of one head size (attention_mma_d{64,128,256}.cu):
-// query dtype x cache kind x shape. 16-row items up to kAttentionMmaDecodeMaxHeadSize run the decode
-// kernel (attention_mma_decode.cuh), the others the tile kernel (attention_mma.cuh).
+// query dtype x cache kind x shape. 8- and 16-row items up to kAttentionMmaDecodeMaxHeadSize run the
+// decode kernel (attention_mma_decode.cuh), the others the tile kernel (attention_mma.cuh).
 #pragma once
 
 #include "ops/attention/attention_mma.cuh"

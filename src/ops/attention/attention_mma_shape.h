@@ -10,7 +10,7 @@ namespace fp8kit::ops {
 
 inline constexpr int kAttentionMmaTileKeys = 64;
 
-// The decode kernel (attention_mma_decode.cuh) serves 16-row items up to this head size.
+// The decode kernel (attention_mma_decode.cuh) serves 8- and 16-row items up to this head size.
 inline constexpr int64_t kAttentionMmaDecodeMaxHeadSize = 128;
 inline constexpr int kAttentionMmaDecodeWarps = 4;
 inline constexpr int kAttentionMmaDecodeTableSlots = 512;
@@ -24,6 +24,12 @@ inline constexpr int kAttentionMmaDecodeMaxStages = 4;
 // kernel's, 2 (its shared memory holds no more at head size 128).
 inline constexpr int kAttentionMmaDecodeFp8CtasPerSm = 3;
 inline constexpr int kAttentionMmaCtasPerSm = 2;
+// Items of at most this many rows (a decode step's group heads of one KV head, G <= 8) run the
+// decode kernel with the operands swapped (S^T = K Q^T, O^T = V^T P^T: the rows as the mma's n),
+// whose FP8 instances take at most 128 registers a thread: 4 CTAs an SM where the shared memory
+// holds them.
+inline constexpr int kAttentionMmaDecodeN8Rows = 8;
+inline constexpr int kAttentionMmaDecodeN8Fp8CtasPerSm = 4;
 
 // One warp's tile of the decode kernel: 16 keys, K and V.
 constexpr size_t attention_mma_decode_stage_bytes(int64_t head_size, int element_bytes) {
@@ -65,7 +71,7 @@ constexpr size_t attention_mma_tile_shared_bytes(int64_t head_size, int warps_m)
   return q + flags + (tiles > merge ? tiles : merge);
 }
 
-// The least a launch of the tensor-core kernels needs (attention_mma_instances.cuh): 16-row items
+// The least a launch of the tensor-core kernels needs (attention_mma_instances.cuh): 8- and 16-row items
 // up to kAttentionMmaDecodeMaxHeadSize run the decode kernel (an FP8 cache in its fewest
 // stages: the most of the two cache kinds), the others the tile kernel.
 constexpr size_t attention_mma_shared_bytes(int64_t head_size, int warps_m) {

@@ -11,8 +11,8 @@ namespace fp8kit::ops {
 namespace {
 
 // A split's fixed cost (its start, merge and partials) in keys streamed, and the fewest keys it
-// takes: 256 for the kernels of 2 CTAs an SM; 512 for the FP8 cache's decode kernel (3 CTAs an SM,
-// 4 stages to fill), fitted to its split sweep on the H200 (docs/PERFORMANCE.md).
+// takes: 256 for the kernels of 2 CTAs an SM; 512 for the FP8 cache's decode kernel (3 or 4 CTAs
+// an SM, 3 or 4 stages to fill), fitted to its split sweeps on the H200 (docs/PERFORMANCE.md).
 constexpr int64_t kSplitKeys = 256;
 constexpr int64_t kSplitKeysFp8Decode = 512;
 constexpr int64_t kMaxPartialBytes = int64_t(512) << 20;
@@ -67,6 +67,15 @@ PagedAttentionPlan plan_paged_attention(const PagedAttentionDesc& d, const Overr
   } else {
     plan.rows_per_item = 16, plan.warps_m = 1, plan.warps_n = 4;  // decode: 4 warps share the keys
   }
+  // 16-row items up to kAttentionMmaDecodeMaxHeadSize run the decode kernel (attention_mma_instances.cuh).
+  const bool decode_kernel = plan.kernel == AttentionKernel::kMma && plan.rows_per_item == 16 &&
+                             d.head_size <= kAttentionMmaDecodeMaxHeadSize;
+  // Decode steps of at most 8 packed rows a sequence (a token's G <= 8 group heads): items of 8
+  // rows, which the decode kernel runs with the operands swapped (attention_mma_decode.cuh), 4 CTAs
+  // an SM with an FP8 cache.
+  const bool n8 =
+      decode_kernel && group <= kAttentionMmaDecodeN8Rows && rows_per_seq <= double(kAttentionMmaDecodeN8Rows);
+  if (n8) plan.rows_per_item = kAttentionMmaDecodeN8Rows;
   const int64_t rows = plan.rows_per_item;
   // Sum over sequences of ceil(rows_r / rows) <= total / rows + num_seqs.
   plan.items_bound = (d.num_tokens == 0 || d.num_seqs == 0) ? 0 : ceil_div(packed_rows, rows) + d.num_seqs;
@@ -75,21 +84,20 @@ PagedAttentionPlan plan_paged_attention(const PagedAttentionDesc& d, const Overr
   const int64_t items_estimate = std::max(std::min(seqs, plan.items_bound), ceil_div(packed_rows, rows));
   const int64_t ctas = std::max<int64_t>(items_estimate * d.num_kv_heads, 1);
 
-  // 16-row items up to kAttentionMmaDecodeMaxHeadSize run the decode kernel (attention_mma_instances.cuh).
-  const bool decode_kernel = plan.kernel == AttentionKernel::kMma && plan.rows_per_item == 16 &&
-                             d.head_size <= kAttentionMmaDecodeMaxHeadSize;
   // CTAs an SM: the launch bounds' count where the SM's shared memory holds that many (each CTA
   // also takes 1 KiB the system reserves). An FP8 cache's decode takes the most stages that keep
-  // the residency of the fewest.
+  // the residency of the fewest: on the H200 4 stages and 3 CTAs for 16-row items, 3 stages and 4
+  // CTAs for 8-row ones.
   auto resident = [&](size_t shared, int bound) {
     return int(std::clamp<int64_t>(d.shared_bytes_per_sm / (int64_t(shared) + 1024), 1, bound));
   };
   if (decode_kernel && d.cache_dtype != KvCacheDtype::kAuto) {
     auto shared = [&](int stages) { return attention_mma_decode_shared_bytes(d.head_size, true, stages); };
+    const int bound = n8 ? kAttentionMmaDecodeN8Fp8CtasPerSm : kAttentionMmaDecodeFp8CtasPerSm;
     plan.decode_stages = kAttentionMmaDecodeMinStages;
-    plan.ctas_per_sm = resident(shared(plan.decode_stages), kAttentionMmaDecodeFp8CtasPerSm);
+    plan.ctas_per_sm = resident(shared(plan.decode_stages), bound);
     for (int s = kAttentionMmaDecodeMinStages + 1; s <= kAttentionMmaDecodeMaxStages; ++s) {
-      if (int64_t(shared(s)) <= d.max_shared_bytes && resident(shared(s), kAttentionMmaDecodeFp8CtasPerSm) >= plan.ctas_per_sm) {
+      if (int64_t(shared(s)) <= d.max_shared_bytes && resident(shared(s), bound) >= plan.ctas_per_sm) {
         plan.decode_stages = s;
       }
     }
@@ -100,8 +108,10 @@ PagedAttentionPlan plan_paged_attention(const PagedAttentionDesc& d, const Overr
   // Splits: the count with the least estimated time, waves of the kernel's CTAs an SM times a
   // CTA's keys plus a split's fixed cost, as long as a split keeps that many keys. On the H200,
   // with 2 CTAs an SM (a bf16 cache), 64 CTAs of 16k keys run best in 4 splits (one wave), not 5
-  // (two waves) nor 33 (short splits), 256 CTAs of 4k keys unsplit; with the FP8 decode's 3, 512
-  // CTAs of 2k keys in 2 splits, 256 of 4k in 3 (docs/PERFORMANCE.md).
+  // (two waves) nor 33 (short splits), 256 CTAs of 4k keys unsplit; with the FP8 decode's 3 (16-row
+  // items), 512 CTAs of 2k keys in 2 splits, 256 of 4k in 3; with its 4 (8-row items), 512 CTAs of
+  // 2k keys unsplit, 256 of 4k in 2, 64 of 16k in 8, the best of 1, 2, 3, 4, 6 or 8 splits at
+  // every shape measured (docs/PERFORMANCE.md).
   const int64_t slots = int64_t(plan.ctas_per_sm) * int64_t(d.sm_count);
   const int64_t keys = std::max<int64_t>(d.max_seq_len_bound, 1);
   const int64_t split_keys = plan.decode_stages > 0 ? kSplitKeysFp8Decode : kSplitKeys;

@@ -49,7 +49,7 @@ struct PagedAttentionDesc {
 
 struct PagedAttentionPlan {
   AttentionKernel kernel = AttentionKernel::kSimt;
-  int rows_per_item = 16;   // query rows (token x group head) of one item
+  int rows_per_item = 16;   // query rows (token x group head) of one item: 8 (mma decode, G <= 8), 16 or 64
   int warps_m = 1;          // mma: warps along the rows (16 each); warps_m * warps_n = 4
   int warps_n = 4;          // mma: warps along a tile's keys
   int splits = 1;           // key ranges per item, merged by the combine kernel when > 1
