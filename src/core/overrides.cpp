@@ -72,6 +72,7 @@ std::optional<Overrides> g_process;
 Overrides Overrides::parse(const Lookup& lookup) {
   Overrides o;
   if (auto text = read(lookup, "FP8KIT_NUM_THREADS")) o.num_threads = parse_thread_count(*text, "FP8KIT_NUM_THREADS");
+  read_flag(lookup, "FP8KIT_PIN_THREADS", o.pin_threads);
   read_choice<CpuBackend>(lookup, "FP8KIT_CPU_BACKEND",
                           {{"auto", CpuBackend::kAuto}, {"reference", CpuBackend::kReference}, {"fast", CpuBackend::kFast}},
                           o.cpu_backend);

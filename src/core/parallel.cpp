@@ -1,5 +1,6 @@
 // The process-wide pool of parallel.h: its size from the process overrides (FP8KIT_NUM_THREADS or
-// --threads, parsed once), bounded by max_threads(), and parallel_for on top of core/thread_pool.h.
+// --threads, parsed once), bounded by max_threads(), its workers pinned unless FP8KIT_PIN_THREADS=0,
+// and parallel_for on top of core/thread_pool.h.
 // Tested in tests/cpu/test_parallel.cpp.
 #include "core/parallel.h"
 
@@ -32,7 +33,7 @@ int configured_threads() {
 
 std::unique_ptr<ThreadPool> start_pool() {
   const int wanted = configured_threads();
-  auto pool = std::make_unique<ThreadPool>(wanted);
+  auto pool = std::make_unique<ThreadPool>(wanted, process_overrides().pin_threads);
   if (!pool->start_failure().empty()) {
     log_warning(fmt::format("started {} of {} threads ({}); running with {}", pool->size(), wanted,
                             pool->start_failure(), pool->size()));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/cpu_affinity.h"
 #include "core/prefetch.h"
 
 namespace fp8kit {
@@ -35,7 +36,7 @@ void pause() {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, bool pin) {
   workers_.reserve(static_cast<size_t>(std::max(threads - 1, 0)));
   for (int i = 1; i < threads; ++i) {
     try {
@@ -47,6 +48,10 @@ ThreadPool::ThreadPool(int threads) {
       break;
     }
   }
+  if (!pin || workers_.empty()) return;
+  const std::vector<int> cpus = pinning_order();
+  if (cpus.size() < size_t(size())) return;
+  for (size_t w = 0; w < workers_.size(); ++w) pinned_ += pin_thread(workers_[w], cpus[w + 1]) ? 1 : 0;
 }
 
 ThreadPool::~ThreadPool() {

@@ -27,14 +27,20 @@ namespace fp8kit {
 class ThreadPool {
  public:
   // Starts threads - 1 workers (the caller of run() is the last thread). When the system refuses
-  // a thread, the pool keeps the ones it has and start_failure() says why.
-  explicit ThreadPool(int threads);
+  // a thread, the pool keeps the ones it has and start_failure() says why. With `pin`, and when
+  // the process may run on at least `threads` CPUs, worker w runs on CPU pinning_order()[w + 1]
+  // alone (cpu_affinity.h): a worker that the OS moves mid-job leaves its share of a decode step's
+  // GEMV to end late, and the others wait. The calling thread is the user's and stays unpinned;
+  // the OS keeps it on the CPU the workers leave free. With more threads than CPUs nothing is
+  // pinned (threads that share a CPU must be free to move).
+  explicit ThreadPool(int threads, bool pin = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
   const std::string& start_failure() const { return start_failure_; }  // empty when all started
+  int pinned_workers() const { return pinned_; }  // workers the OS restricted to one CPU each
 
   // Calls body(i) for every i in [0, chunks) on the workers and the calling thread; returns when
   // all are done and rethrows the first exception. One job at a time; each thread takes its
@@ -70,6 +76,7 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   std::string start_failure_;
+  int pinned_ = 0;
   std::mutex run_mutex_;  // one job at a time
 
   // The job word: generation (bits 40-63), chunks (bits 20-39) and the next chunk to claim (bits

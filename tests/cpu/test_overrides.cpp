@@ -23,6 +23,7 @@ Overrides parse(const std::map<std::string, std::string>& env) {
 TEST(Overrides, DefaultsWhenNothingIsSet) {
   const Overrides o = parse({});
   EXPECT_EQ(o.num_threads, 0);
+  EXPECT_TRUE(o.pin_threads);
   EXPECT_EQ(o.cpu_backend, CpuBackend::kAuto);
   EXPECT_FALSE(o.debug_sync);
   EXPECT_TRUE(o.pdl);
@@ -49,6 +50,7 @@ TEST(Overrides, EmptyValuesKeepTheDefaults) {
 
 TEST(Overrides, EveryKnobParses) {
   const Overrides o = parse({{"FP8KIT_NUM_THREADS", "3"},
+                             {"FP8KIT_PIN_THREADS", "0"},
                              {"FP8KIT_CPU_BACKEND", "reference"},
                              {"FP8KIT_DEBUG_SYNC", "1"},
                              {"FP8KIT_PDL", "0"},
@@ -67,6 +69,7 @@ TEST(Overrides, EveryKnobParses) {
                              {"FP8KIT_K_SCALE_CONSTANT", "300"},
                              {"FP8KIT_V_SCALE_CONSTANT", "50"}});
   EXPECT_EQ(o.num_threads, 3);
+  EXPECT_FALSE(o.pin_threads);
   EXPECT_EQ(o.cpu_backend, CpuBackend::kReference);
   EXPECT_TRUE(o.debug_sync);
   EXPECT_FALSE(o.pdl);
@@ -96,6 +99,7 @@ TEST(Overrides, BadValuesNameTheVariableAndWhatItAccepts) {
   expect_invalid([] { parse({{"FP8KIT_GEMM_BACKEND", "cutlass"}}); },
                  "FP8KIT_GEMM_BACKEND='cutlass': expected one of decode, wgmma, cublaslt, fallback");
   expect_invalid([] { parse({{"FP8KIT_PDL", "yes"}}); }, "FP8KIT_PDL='yes': expected 0 or 1");
+  expect_invalid([] { parse({{"FP8KIT_PIN_THREADS", "on"}}); }, "FP8KIT_PIN_THREADS='on': expected 0 or 1");
   expect_invalid([] { parse({{"FP8KIT_MOE_BLOCK_M", "32"}}); }, "FP8KIT_MOE_BLOCK_M='32': expected 16, 64 or 128");
   expect_invalid([] { parse({{"FP8KIT_DECODE_K_SPLITS", "65"}}); },
                  "FP8KIT_DECODE_K_SPLITS='65': expected an integer from 1 to 64");
@@ -111,9 +115,10 @@ TEST(Overrides, BadValuesNameTheVariableAndWhatItAccepts) {
 
 TEST(Overrides, VariableNamesListEveryKnob) {
   const auto& names = override_variable_names();
-  EXPECT_EQ(names.size(), 18u);
+  EXPECT_EQ(names.size(), 19u);
   EXPECT_EQ(names.front(), "FP8KIT_NUM_THREADS");
   EXPECT_NE(std::find(names.begin(), names.end(), "FP8KIT_MOE_K_SPLITS"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "FP8KIT_PIN_THREADS"), names.end());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_affinity.h"
 #include "core/parallel.h"
 #include "core/thread_pool.h"
 #include "expect_error.h"
@@ -213,6 +215,53 @@ TEST(ThreadPool, CountsHandOffsAndTakesChunksInOrder) {
   ThreadPool alone(1);
   alone.run(100, [](int64_t) {});
   EXPECT_EQ(alone.jobs(), 0u);
+}
+
+// The pinning order lists each CPU of the process's mask once.
+TEST(ThreadPool, PinningOrderListsEveryCpuOfTheMaskOnce) {
+  std::vector<int> order = pinning_order();
+  const std::vector<int> mask = current_thread_cpus();
+  ASSERT_FALSE(mask.empty()) << "the test thread's affinity mask could not be read";
+  std::sort(order.begin(), order.end());
+  EXPECT_EQ(order, mask);
+}
+
+// The CPUs the chunks of `pool` ran on, per thread other than the caller, once a worker took one.
+std::vector<std::vector<int>> worker_cpus(ThreadPool& pool) {
+  std::mutex m;
+  std::vector<std::vector<int>> seen;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> entered{0};
+  pool.run(2, [&](int64_t) {  // as in CountsHandOffsAndTakesChunksInOrder: a worker must take one
+    ++entered;
+    while (entered.load() < 2) std::this_thread::yield();
+    if (std::this_thread::get_id() == caller) return;
+    std::lock_guard<std::mutex> lock(m);
+    seen.push_back(current_thread_cpus());
+  });
+  return seen;
+}
+
+TEST(ThreadPool, PinsEachWorkerToACpuOfItsOwnWhenTheMaskHasOneForEveryThread) {
+  const std::vector<int> order = pinning_order();
+  if (order.size() < 2) GTEST_SKIP() << "the process may run on " << order.size() << " CPU(s); pinning needs 2";
+  ThreadPool pinned(2, true);
+  EXPECT_EQ(pinned.pinned_workers(), 1);
+  EXPECT_EQ(worker_cpus(pinned), (std::vector<std::vector<int>>{{order[1]}}));
+  const std::vector<int> caller = current_thread_cpus();
+  EXPECT_GE(caller.size(), 2u) << "the calling thread stays unpinned";
+
+  ThreadPool unpinned(2, false);
+  EXPECT_EQ(unpinned.pinned_workers(), 0);
+  EXPECT_EQ(worker_cpus(unpinned), std::vector<std::vector<int>>{current_thread_cpus()});
+}
+
+TEST(ThreadPool, PinsNothingWithMoreThreadsThanCpus) {
+  const std::vector<int> order = pinning_order();
+  ASSERT_FALSE(order.empty());
+  ThreadPool pool(int(order.size()) + 1, true);
+  EXPECT_EQ(pool.pinned_workers(), 0);
+  for (const std::vector<int>& cpus : worker_cpus(pool)) EXPECT_EQ(cpus, current_thread_cpus());
 }
 
 TEST(ParallelFor, ThreadCountsOutsideTheRangeAreErrors) {

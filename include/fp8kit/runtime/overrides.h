@@ -29,6 +29,10 @@ struct Overrides {
   // FP8KIT_NUM_THREADS: CPU threads of the ops, 1 to max(64, 4 per hardware thread) but at most
   // 1024 (0: every hardware thread); the size of the process's thread pool.
   int num_threads = 0;
+  // FP8KIT_PIN_THREADS=0: leave the pool's workers to the OS scheduler. By default each runs on
+  // one CPU of the process's affinity mask when the mask has a CPU for every thread (several
+  // processes that each use all CPUs at once run better unpinned).
+  bool pin_threads = true;
   CpuBackend cpu_backend = CpuBackend::kAuto;  // FP8KIT_CPU_BACKEND=reference|fast
 
   // --- CUDA launches (process-wide: read from process_overrides() by the launch code) --------
