@@ -37,7 +37,10 @@
 //   kDecodeTableSlots blocks), so a key's address costs a multiply-high, a shift and a shared load
 //   (BlockDivider), not a dependent global load and a 64-bit division; a tile inside one block
 //   (all of a decode step's but its last, for block sizes that are multiples of 16) looks its
-//   block up once and finds its keys a page stride apart.
+//   block up once and finds its keys a page stride apart. With 8-row items an FP8 cache's such
+//   tile is copied from one row pointer a lane and cache, the zeros of a block outside the cache
+//   by cp.async's ignore-src (issue_block_tile): 64 instructions from the block test to the last
+//   of its 8 cp.async a lane where the key offsets took 204 (SASS of the loop), 125 registers.
 // - What is uniform over the kernel or a tile is tested once, not a key or a logit: the FP8
 //   format (a template argument), whether the item's rows 8-15 are padding (the key loop compiled
 //   for each), the softcap (once a tile with an FP8 cache), the stage of a tile (counted, not
@@ -60,7 +63,8 @@ constexpr int kDecodeTableSlots = kAttentionMmaDecodeTableSlots;
 
 // Keys of one warp's tile: 16 (4 KiB of K and V at head size 128 for an FP8 cache, 8 KiB for a
 // 16-bit one). FP8 tiles of 32 keys took more registers than 3 CTAs an SM allow; tiles of 16 in
-// 4 stages keep as many bytes in flight.
+// 4 stages keep as many bytes in flight. For 8-row items at 4 CTAs an SM, two stages of 32 keys
+// a warp (64 KiB a CTA) are more than a quarter of the SM's shared memory.
 template <bool kFp8>
 constexpr int kDecodeWarpKeys = 16;
 
@@ -113,6 +117,27 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
   return y;
 #else
   return x;
+#endif
+}
+
+// cp.async of 16 (8) bytes, zeros where `read` is false: the ignore-src predicate, which the
+// instruction takes as it is, where a source size of 0 or 16 costs an address adjustment a copy.
+__device__ __forceinline__ void cp_async16_or_zeros(void* dst, const void* src, bool read) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "{\n .reg .pred ignore;\n setp.eq.u32 ignore, %2, 0;\n"
+      " cp.async.cg.shared.global [%0], [%1], 16, ignore;\n}\n" ::"r"(smem_addr(dst)),
+      "l"(src), "r"(uint32_t(read))
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async8_or_zeros(void* dst, const void* src, bool read) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "{\n .reg .pred ignore;\n setp.eq.u32 ignore, %2, 0;\n"
+      " cp.async.ca.shared.global [%0], [%1], 8, ignore;\n}\n" ::"r"(smem_addr(dst)),
+      "l"(src), "r"(uint32_t(read))
+      : "memory");
 #endif
 }
 
@@ -313,7 +338,55 @@ __global__ void __launch_bounds__(kThreads, !kFp8 ? kAttentionMmaCtasPerSm
   uint4* stages_s = region + warp * stages * L::kSlots * 32;  // [stage][slot][lane]
   uint32_t* readable_s = reinterpret_cast<uint32_t*>(region + kDecodeWarps * stages * L::kSlots * 32) + warp * stages * 32;
   auto slot = [&](int stage, int i) { return stages_s + (stage * L::kSlots + i) * 32 + lane; };
+  // kN8: a tile inside one block of the chunk (with_offsets' first case) copied from one row
+  // pointer a lane and cache (its first key's), the lane's other keys' rows at multiples of the
+  // page stride from it: the same bytes into the same slots as visit_k's and visit_v's copies, for
+  // two 64-bit products a cache and tile in place of a key offset and a select a copy, and the
+  // tile's readable keys (all or none: its one block) without a warp reduction.
+  auto issue_block_tile = [&](int stage, int tile0, int b0) {
+    const int block = table_s[b0 - chunk_block0];
+    const bool ok = block >= 0;  // the same in every lane
+    const int s0 = tile0 - b0 * bs;
+    // Not readable: every copy zeros, from the cache's base as visit_k's and visit_v's.
+    const int64_t pk = ok ? page_bytes(0) : 0, pv = ok ? page_bytes(1) : 0;
+    const int64_t k_off = int64_t(uint32_t(block)) * block_bytes(0) + int64_t(uint32_t(s0 + g)) * pk + uint32_t(c * 16);
+    const int64_t v_off =
+        int64_t(uint32_t(block)) * block_bytes(1) + int64_t(uint32_t(s0 + 2 * c)) * pv + uint32_t(g * (L::kVWords * 4));
+    const uint8_t* kp = base[0] + (ok ? k_off : 0);
+    const uint8_t* vp = base[1] + (ok ? v_off : 0);
+    constexpr uint32_t kAllKeys = L::kWarpKeys == 32 ? 0xffffffffu : (1u << L::kWarpKeys) - 1u;
+    readable_s[stage * 32 + lane] = ok ? kAllKeys : 0u;
+#pragma unroll
+    for (int nt = 0; nt < L::kNt; ++nt) {
+      const uint8_t* row = kp + (nt * 8) * pk;  // key tile0 + nt * 8 + g
+#pragma unroll
+      for (int u = 0; u < L::kKUnits; ++u) cp_async16_or_zeros(slot(stage, nt * L::kKUnits + u), row + u * 64, ok);
+    }
+#pragma unroll
+    for (int kk = 0; kk < L::kPk; ++kk) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint8_t* src = vp + (16 * kk + (q & 1) + 8 * (q >> 1)) * pv;  // key tile0 + 16 kk + 2c + ...
+        const int word0 = (kk * 4 + q) * L::kVWords;
+        if constexpr (L::kVWords == 2) {
+          cp_async8_or_zeros(reinterpret_cast<uint2*>(slot(stage, L::kKSlots + word0 / 4)) + (word0 % 4) / 2, src, ok);
+        } else {
+#pragma unroll
+          for (int x = 0; x < L::kVWords / 4; ++x) {
+            cp_async16_or_zeros(slot(stage, L::kKSlots + word0 / 4 + x), src + 16 * x, ok);
+          }
+        }
+      }
+    }
+  };
   auto issue_tile = [&](int stage, int tile0) {
+    if constexpr (kN8) {
+      const int b0 = div.block(tile0);
+      if (tile0 + L::kWarpKeys - 1 <= chunk_last && div.block(tile0 + L::kWarpKeys - 1) == b0) {
+        issue_block_tile(stage, tile0, b0);
+        return;
+      }
+    }
     with_offsets(tile0, [&](auto&& offset) {
       readable_s[stage * 32 + lane] = visit_k(offset, [&](int nt, int u, int64_t at) {
         cp_async16(slot(stage, nt * L::kKUnits + u), at >= 0 ? base[0] + at + (u * 4 + c) * 16 : base[0], at >= 0 ? 16 : 0);
